@@ -1,0 +1,32 @@
+import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { AuthModule } from './auth/auth.module.js';
+import { HttpErrorFilter } from './common/filters/http-exception.filter.js';
+import type { AppConfig } from './config/config.js';
+import { ConfigModule } from './config/config.module.js';
+import { DatabaseModule } from './database/database.module.js';
+import { HealthModule } from './health/health.module.js';
+import { UsersModule } from './users/users.module.js';
+
+@Module({})
+export class AppModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [ConfigModule.forRoot(config), DatabaseModule, UsersModule, AuthModule, HealthModule],
+      providers: [
+        {
+          provide: APP_PIPE,
+          useValue: new ValidationPipe({
+            whitelist: true,
+            forbidNonWhitelisted: true,
+            transform: true,
+            forbidUnknownValues: true,
+            validationError: { target: false, value: false },
+          }),
+        },
+        { provide: APP_FILTER, useClass: HttpErrorFilter },
+      ],
+    };
+  }
+}

@@ -1,0 +1,43 @@
+import { Column, CreateDateColumn, Entity, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { RoleEntity } from '../users/role.entity.js';
+
+@Entity('api_keys')
+export class ApiKeyEntity {
+  @PrimaryGeneratedColumn()
+  id: number;
+
+  /** Unique ignoring case, like usernames (stored lower-cased in nameKey). */
+  @Column({ type: 'varchar', length: 100 })
+  name: string;
+
+  @Column({ name: 'name_key', type: 'varchar', length: 100, unique: true })
+  nameKey: string;
+
+  @Column({ name: 'role_id', type: 'integer' })
+  roleId: number;
+
+  @ManyToOne(() => RoleEntity, { onDelete: 'RESTRICT', eager: true })
+  @JoinColumn({ name: 'role_id', foreignKeyConstraintName: 'fk_api_keys_role' })
+  role: RoleEntity;
+
+  /** The first characters of the key, shown in listings so a person can tell keys apart. */
+  @Column({ type: 'varchar', length: 16 })
+  prefix: string;
+
+  /** SHA-256 (hex) of the key; the key itself is never stored. */
+  @Column({ name: 'key_hash', type: 'varchar', length: 64, unique: true, select: false })
+  keyHash: string;
+
+  @CreateDateColumn({ name: 'created_at' })
+  createdAt: Date;
+
+  /** Who created it: a username, or `apikey:<name>` when created with another key. */
+  @Column({ name: 'created_by', type: 'varchar', length: 110, nullable: true })
+  createdBy: string | null;
+
+  @Column({ name: 'last_used_at', type: Date, nullable: true })
+  lastUsedAt: Date | null;
+
+  @Column({ name: 'expires_at', type: Date, nullable: true })
+  expiresAt: Date | null;
+}

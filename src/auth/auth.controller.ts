@@ -1,0 +1,103 @@
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiErrors } from '../common/api-errors.js';
+import { SuccessResponseDto } from '../common/error-response.dto.js';
+import { ParseIdPipe } from '../common/id.pipe.js';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { toUserDetailResponse } from '../users/user.mapper.js';
+import { UsersService } from '../users/users.service.js';
+import { ApiKeysService } from './api-keys.service.js';
+import { Auth, Authenticated, Public } from './auth.decorators.js';
+import { AuthService } from './auth.service.js';
+import type { Caller } from './caller.js';
+import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto.js';
+import { CurrentUserDto, LoginDto, LoginResponseDto } from './dto/auth.dto.js';
+import { SESSION_COOKIE } from './session-cookie.js';
+
+@ApiTags('Auth')
+@Controller('auth')
+export class AuthController {
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly auth: AuthService,
+    private readonly users: UsersService,
+  ) {}
+
+  /** Signs in with username and password; returns a session token and sets the session cookie. */
+  @Public()
+  @Post('login')
+  @HttpCode(200)
+  @ApiOkResponse({ type: LoginResponseDto })
+  @ApiErrors(400, 429)
+  async login(
+    @Body() dto: LoginDto,
+    @Req() request: FastifyRequest,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<LoginResponseDto> {
+    const result = await this.auth.login(dto.username, dto.password, request.ip);
+    reply.setCookie(SESSION_COOKIE, result.token, {
+      path: '/',
+      httpOnly: true,
+      sameSite: 'lax',
+      secure: request.protocol === 'https',
+      maxAge: this.config.session.maxSeconds,
+    });
+    return { token: result.token, expiresAt: result.expiresAt.toISOString(), user: toUserDetailResponse(result.user) };
+  }
+
+  /** Ends the caller's session (and clears the cookie). */
+  @Authenticated()
+  @Post('logout')
+  @HttpCode(200)
+  @ApiOkResponse({ type: SuccessResponseDto })
+  async logout(@Auth() caller: Caller, @Res({ passthrough: true }) reply: FastifyReply): Promise<SuccessResponseDto> {
+    if (caller.sessionId !== null) await this.auth.logout(caller.sessionId);
+    reply.clearCookie(SESSION_COOKIE, { path: '/' });
+    return { success: true };
+  }
+
+  /** Who the caller is: a user, or an API key with its role. */
+  @Authenticated()
+  @Get('me')
+  @ApiOkResponse({ type: CurrentUserDto })
+  async getCurrentUser(@Auth() caller: Caller): Promise<CurrentUserDto> {
+    if (caller.kind === 'user' && caller.id !== null) {
+      return { kind: 'user', user: toUserDetailResponse(await this.users.getUser(caller.id)), roles: caller.roles };
+    }
+    return { kind: 'apiKey', apiKey: { id: caller.id ?? 0, name: caller.name }, roles: caller.roles };
+  }
+}
+
+@ApiTags('API keys')
+@Controller('admin/apikeys')
+export class ApiKeysController {
+  constructor(private readonly apiKeys: ApiKeysService) {}
+
+  /** Lists API keys (never the keys themselves). */
+  @Authenticated({ admin: true })
+  @Get()
+  @ApiOkResponse({ type: ApiKeyDto, isArray: true })
+  listApiKeys(): Promise<ApiKeyDto[]> {
+    return this.apiKeys.listApiKeys();
+  }
+
+  /** Creates an API key; the key is in this response only. */
+  @Authenticated({ admin: true })
+  @Post()
+  @ApiCreatedResponse({ type: CreatedApiKeyDto })
+  @ApiErrors(400, 409)
+  createApiKey(@Auth() caller: Caller, @Body() dto: CreateApiKeyDto): Promise<CreatedApiKeyDto> {
+    return this.apiKeys.createApiKey(dto, caller);
+  }
+
+  /** Deletes an API key; it stops working at once. */
+  @Authenticated({ admin: true })
+  @Delete(':id')
+  @ApiOkResponse({ type: SuccessResponseDto })
+  @ApiErrors(400, 404)
+  async deleteApiKey(@Param('id', ParseIdPipe) id: number): Promise<SuccessResponseDto> {
+    await this.apiKeys.deleteApiKey(id);
+    return { success: true };
+  }
+}

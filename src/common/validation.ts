@@ -1,0 +1,36 @@
+import { applyDecorators } from '@nestjs/common';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { IsOptional, IsString, Length, Matches, MaxLength, MinLength } from 'class-validator';
+
+export const USERNAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]*$/;
+
+/** A username: 3–64 characters, letters, digits and `._@-`, starting with a letter or digit. */
+export function ValidateUsername() {
+  return applyDecorators(
+    ApiProperty({ minLength: 3, maxLength: 64, pattern: USERNAME_PATTERN.source, example: 'alice' }),
+    IsString(),
+    Length(3, 64),
+    Matches(USERNAME_PATTERN, {
+      message: 'username may contain only letters, digits and . _ @ - and must start with a letter or digit',
+    }),
+  );
+}
+
+/** A password: 8–1024 characters (and not equal to the username; the service checks that). */
+export function ValidatePassword() {
+  return applyDecorators(
+    ApiProperty({ minLength: 8, maxLength: 1024, format: 'password', writeOnly: true }),
+    IsString(),
+    MinLength(8),
+    MaxLength(1024),
+  );
+}
+
+/** A person's display name, 1–128 characters. */
+export function ValidateDisplayName(options: { optional?: boolean } = {}) {
+  const decorators = [IsString(), Length(1, 128)];
+  if (options.optional) {
+    return applyDecorators(ApiPropertyOptional({ minLength: 1, maxLength: 128 }), IsOptional(), ...decorators);
+  }
+  return applyDecorators(ApiProperty({ minLength: 1, maxLength: 128 }), ...decorators);
+}

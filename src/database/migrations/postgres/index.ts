@@ -1,0 +1,5 @@
+import { SeedRolesAndLocks1795340070000 } from '../common/1795340070000-SeedRolesAndLocks.js';
+import { Init1795340064051 } from './1795340064051-Init.js';
+
+/** In order. New migrations are generated with `npm run migration:generate` and added here. */
+export const POSTGRES_MIGRATIONS = [Init1795340064051, SeedRolesAndLocks1795340070000];

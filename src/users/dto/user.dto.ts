@@ -1,0 +1,40 @@
+import { ApiProperty } from '@nestjs/swagger';
+
+export class RoleDto {
+  id: number;
+  /** `admin` or `viewer`. */
+  name: string;
+  description?: string;
+}
+
+export class UserDto {
+  id: number;
+  username: string;
+  /** The sign-in provider; `password` for password users. */
+  provider: string;
+  /** Display name. */
+  name: string;
+  /** Whether the user may sign in and use the service. */
+  enabled: boolean;
+  /** Time of the last successful login (ISO 8601 UTC), or null before the first. */
+  @ApiProperty({ type: String, format: 'date-time', nullable: true })
+  lastLoginAt: string | null;
+  roles: RoleDto[];
+  @ApiProperty({ type: String, format: 'date-time' })
+  createdAt: string;
+}
+
+/** A single user, with the fields the list leaves out. */
+export class UserDetailDto extends UserDto {
+  /** Avatar image URL, or null. */
+  @ApiProperty({ type: String, nullable: true })
+  avatar_url: string | null;
+}
+
+export class UserListDto {
+  users: UserDto[];
+  /** How many users match the filters, over all pages. */
+  total: number;
+  page: number;
+  size: number;
+}

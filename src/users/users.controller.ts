@@ -1,0 +1,120 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query } from '@nestjs/common';
+import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { Authenticated, Public } from '../auth/auth.decorators.js';
+import { ApiErrors } from '../common/api-errors.js';
+import { SuccessResponseDto } from '../common/error-response.dto.js';
+import { ParseIdPipe } from '../common/id.pipe.js';
+import {
+  CreateUserDto,
+  ListUsersQueryDto,
+  ResetPasswordDto,
+  SetUserEnabledDto,
+  SetUserRolesDto,
+  UpdateUserDto,
+} from './dto/user-requests.dto.js';
+import { RoleDto, UserDetailDto, UserListDto } from './dto/user.dto.js';
+import { toRoleResponse, toUserDetailResponse } from './user.mapper.js';
+import { UsersService } from './users.service.js';
+
+@ApiTags('Users')
+@Controller('admin/users')
+export class UsersController {
+  constructor(private readonly users: UsersService) {}
+
+  /** Creates the first user, an admin. Public while no user exists; 409 afterwards. */
+  @Public()
+  @Post('create_super_user')
+  @ApiCreatedResponse({ type: UserDetailDto })
+  @ApiErrors(400, 409)
+  async createSuperUser(@Body() dto: CreateUserDto): Promise<UserDetailDto> {
+    return toUserDetailResponse(await this.users.createSuperUser(dto));
+  }
+
+  /** Lists users, filtered, sorted and paged. */
+  @Authenticated({ admin: true })
+  @Get()
+  @ApiOkResponse({ type: UserListDto })
+  @ApiErrors(400)
+  listUsers(@Query() query: ListUsersQueryDto): Promise<UserListDto> {
+    return this.users.listUsers(query);
+  }
+
+  /** Creates a password user with role viewer. */
+  @Authenticated({ admin: true })
+  @Post()
+  @ApiCreatedResponse({ type: UserDetailDto })
+  @ApiErrors(400, 409)
+  async createUser(@Body() dto: CreateUserDto): Promise<UserDetailDto> {
+    return toUserDetailResponse(await this.users.createUser(dto));
+  }
+
+  /** Changes a user's display name and avatar; only the properties sent change. */
+  @Authenticated({ admin: true })
+  @Put(':id')
+  @ApiOkResponse({ type: UserDetailDto })
+  @ApiErrors(400, 404)
+  async updateUser(@Param('id', ParseIdPipe) id: number, @Body() dto: UpdateUserDto): Promise<UserDetailDto> {
+    return toUserDetailResponse(await this.users.updateUser(id, dto));
+  }
+
+  /** Deletes a user and ends their sessions. The last enabled admin cannot be deleted. */
+  @Authenticated({ admin: true })
+  @Delete(':id')
+  @ApiOkResponse({ type: SuccessResponseDto })
+  @ApiErrors(400, 404, 409)
+  async deleteUser(@Param('id', ParseIdPipe) id: number): Promise<SuccessResponseDto> {
+    await this.users.deleteUser(id);
+    return { success: true };
+  }
+
+  /** Sets a new password and ends all of the user's sessions. */
+  @Authenticated({ admin: true })
+  @Post(':id/reset_password')
+  @HttpCode(200)
+  @ApiOkResponse({ type: SuccessResponseDto })
+  @ApiErrors(400, 404)
+  async resetUserPassword(
+    @Param('id', ParseIdPipe) id: number,
+    @Body() dto: ResetPasswordDto,
+  ): Promise<SuccessResponseDto> {
+    await this.users.resetPassword(id, dto.password);
+    return { success: true };
+  }
+
+  /** Enables or disables a user; disabling ends their sessions. The last enabled admin cannot be disabled. */
+  @Authenticated({ admin: true })
+  @Post(':id/enable')
+  @HttpCode(200)
+  @ApiOkResponse({ type: SuccessResponseDto })
+  @ApiErrors(400, 404, 409)
+  async setUserEnabled(
+    @Param('id', ParseIdPipe) id: number,
+    @Body() dto: SetUserEnabledDto,
+  ): Promise<SuccessResponseDto> {
+    await this.users.setEnabled(id, dto.enabled);
+    return { success: true };
+  }
+
+  /** Replaces a user's roles. The last enabled admin cannot lose the admin role. */
+  @Authenticated({ admin: true })
+  @Put(':id/roles')
+  @ApiOkResponse({ type: UserDetailDto })
+  @ApiErrors(400, 404, 409)
+  async setUserRoles(@Param('id', ParseIdPipe) id: number, @Body() dto: SetUserRolesDto): Promise<UserDetailDto> {
+    return toUserDetailResponse(await this.users.setRoles(id, dto));
+  }
+}
+
+@ApiTags('Users')
+@Controller('admin/roles')
+export class RolesController {
+  constructor(private readonly users: UsersService) {}
+
+  /** Lists the roles: `admin` may do everything, `viewer` may read cluster resources except Secrets. */
+  @Authenticated({ admin: true })
+  @Get()
+  @ApiOkResponse({ type: RoleDto, isArray: true })
+  async listRoles(): Promise<RoleDto[]> {
+    return (await this.users.listRoles()).map(toRoleResponse);
+  }
+}

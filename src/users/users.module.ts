@@ -1,0 +1,15 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { RoleEntity } from './role.entity.js';
+import { UserEntity } from './user.entity.js';
+import { RolesController, UsersController } from './users.controller.js';
+import { UsersService } from './users.service.js';
+import { BootstrapUserService } from './bootstrap.service.js';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([UserEntity, RoleEntity])],
+  controllers: [UsersController, RolesController],
+  providers: [UsersService, BootstrapUserService],
+  exports: [UsersService],
+})
+export class UsersModule {}
