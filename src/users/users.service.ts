@@ -83,7 +83,8 @@ export class UsersService {
     const page = this.users.createQueryBuilder('u');
     this.applyFilters(page, query);
     if (query.sortBy === 'lastLoginAt') page.addOrderBy('CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END', 'ASC');
-    if (query.sortBy !== 'id') page.addOrderBy(SORT_COLUMNS[query.sortBy], direction);
+    if (query.sortBy !== 'id')
+      page.addOrderBy(SORT_COLUMNS[query.sortBy] + this.textCollation(query.sortBy), direction);
     page.addOrderBy('u.id', direction);
     const users = await page
       .offset((query.page - 1) * query.size)
@@ -91,6 +92,12 @@ export class UsersService {
       .getMany();
     await this.attachRoles(users);
     return { users: users.map(toUserResponse), total, page: query.page, size: query.size };
+  }
+
+  /** Text sorts by code point of the lower-cased value on both databases (SQLite's BINARY; PostgreSQL's "C"). */
+  private textCollation(sortBy: UserSortField): string {
+    const isText = sortBy === 'username' || sortBy === 'name';
+    return isText && this.users.manager.connection.options.type === 'postgres' ? ' COLLATE "C"' : '';
   }
 
   private applyFilters(qb: SelectQueryBuilder<UserEntity>, query: ListUsersQueryDto): void {

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Installs everything the tests need and runs the whole suite:
+#   unit, harness and end-to-end tests once; HTTP tests on SQLite and again on PostgreSQL.
+# Ends with one line "N passed, N failed[, N skipped]" and exits non-zero when anything failed.
+# Options (environment): TEST_DATABASE_URL (PostgreSQL server to create test databases on),
+# SKIP_POSTGRES=1, SKIP_CLUSTER=1 (no control planes: cluster tests are skipped), TEST_FILES (a subset).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export TEST_DATABASE_URL_PG="${TEST_DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}"
+unset TEST_DATABASE_URL
+log() { printf '\n== %s\n' "$*"; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_updated=
+apt_install() {
+  [ -n "$apt_updated" ] || { as_root apt-get update -qq && apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_postgres() {
+  [ "${SKIP_POSTGRES:-}" = 1 ] && return 0
+  if ! command -v pg_isready >/dev/null || ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+      log "installing PostgreSQL from Debian's packages"
+      apt_install postgresql postgresql-client
+    fi
+    log "starting PostgreSQL"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -1)" main start || true
+    for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+    # A fresh install authenticates local TCP with passwords: give postgres the one the tests use.
+    as_root su postgres -c "psql -qc \"ALTER USER postgres PASSWORD 'postgres'\"" >/dev/null 2>&1 || true
+  fi
+  pg_isready -q -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.0.1:5432"; exit 1; }
+}
+
+ensure_node_modules() {
+  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    log "npm ci"
+    npm ci --no-fund --no-audit || exit 1
+  fi
+}
+
+log "installing what the tests need"
+ensure_postgres
+if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f scripts/kube/ensure-binaries.sh ]; then
+  bash scripts/kube/ensure-binaries.sh || { echo "could not build the Kubernetes control plane binaries"; exit 1; }
+fi
+ensure_node_modules
+
+log "building"
+npx nest build >/dev/null || { npx nest build; exit 1; }
+rm -rf build
+npx nest build -p tsconfig.test.json || exit 1
+
+RESULTS=$(mktemp -d)
+CLUSTERS=()
+cleanup() {
+  for name in "${CLUSTERS[@]}"; do node build/test/harness/cli.js down "$name" >/dev/null 2>&1 || true; done
+  rm -rf "$RESULTS"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f build/test/harness/cli.js ]; then
+  log "starting two shared test control planes"
+  for name in a b; do
+    cp_name="ci-$$-$name"
+    kubeconfig=$(node build/test/harness/cli.js up "$cp_name" | tail -n 1) || { echo "control plane $name did not start"; exit 1; }
+    CLUSTERS+=("$cp_name")
+    export "CAS_TEST_CP_${name^^}=$(dirname "$kubeconfig")"
+  done
+fi
+
+files() { # files under the given build/test folders, or TEST_FILES
+  if [ -n "${TEST_FILES:-}" ]; then echo $TEST_FILES; return; fi
+  for dir in "$@"; do [ -d "build/test/$dir" ] && find "build/test/$dir" -name '*.test.js'; done | sort
+}
+
+run() { # run <label> <files...>
+  local label=$1; shift
+  [ $# -gt 0 ] || return 0
+  log "tests: $label"
+  node --test --test-concurrency=2 --test-timeout=600000 \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$RESULTS/$label.tap" "$@"
+}
+
+status=0
+run unit $(files unit harness e2e) || status=1
+TEST_DATABASE_URL= run http-sqlite $(files http) || status=1
+if [ "${SKIP_POSTGRES:-}" != 1 ]; then
+  TEST_DATABASE_URL=$TEST_DATABASE_URL_PG run http-postgres $(files http) || status=1
+fi
+
+passed=0; failed=0; skipped=0
+for tap in "$RESULTS"/*.tap; do
+  [ -f "$tap" ] || continue
+  p=$(grep -E '^# pass ' "$tap" | tail -1 | awk '{print $3}'); passed=$((passed + ${p:-0}))
+  f=$(grep -E '^# fail ' "$tap" | tail -1 | awk '{print $3}'); failed=$((failed + ${f:-0}))
+  s=$(grep -E '^# skipped ' "$tap" | tail -1 | awk '{print $3}'); skipped=$((skipped + ${s:-0}))
+  c=$(grep -E '^# cancelled ' "$tap" | tail -1 | awk '{print $3}'); failed=$((failed + ${c:-0}))
+done
+[ "$failed" -gt 0 ] && status=1
+if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then echo "no test ran"; status=1; fi
+echo
+if [ "$skipped" -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped"; else echo "$passed passed, $failed failed"; fi
+exit $status

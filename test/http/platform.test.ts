@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { signedIn } from '../support/factories.js';
+import { request } from '../support/http.js';
+
+describe('request ids, errors, limits, headers', () => {
+  let t: TestApp;
+  let token: string;
+  before(async () => {
+    t = await startTestApp({ env: { CORS_ORIGINS: 'https://console.example.com' } });
+    token = (await signedIn(t, 'admin')).token;
+  });
+  after(() => t.close());
+
+  test('every response carries x-request-id; a well-formed one is echoed, a bad one replaced', async () => {
+    const generated = await request(t.app, 'GET', '/healthz');
+    assert.match(String(generated.headers['x-request-id']), /^[0-9a-f-]{36}$/);
+    const echoed = await request(t.app, 'GET', '/api/v1/auth/me', { headers: { 'x-request-id': 'trace-abc.123' } });
+    assert.equal(echoed.headers['x-request-id'], 'trace-abc.123');
+    assert.equal(echoed.body.requestId, 'trace-abc.123', 'the error body names the same id');
+    const bad = await request(t.app, 'GET', '/healthz', { headers: { 'x-request-id': 'evil\tvalue with spaces' } });
+    assert.notEqual(bad.headers['x-request-id'], 'evil\tvalue with spaces');
+  });
+
+  test('malformed JSON → 400 in the error shape; unknown route → 404 in the error shape', async () => {
+    const res = await request(t.app, 'POST', '/api/v1/admin/users', {
+      token,
+      rawBody: '{"username": ',
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(res.status, 400);
+    assert.deepEqual(Object.keys(res.body).sort(), ['error', 'message', 'requestId', 'statusCode']);
+    const missing = await request(t.app, 'GET', '/api/v1/no/such/route', { token });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.error, 'Not Found');
+  });
+
+  test('bodies over 1 MiB on admin routes → 413, nothing stored', async () => {
+    const big = { username: 'biggy', password: 'big-password', name: 'x'.repeat(1024 * 1024 + 10) };
+    const res = await request(t.app, 'POST', '/api/v1/admin/users', { token, body: big });
+    assert.equal(res.status, 413);
+    assert.equal(res.body.statusCode, 413);
+    const users = await request(t.app, 'GET', '/api/v1/admin/users', { token, query: { search: 'biggy' } });
+    assert.equal(users.body.total, 0);
+  });
+
+  test('a prototype-pollution body is inert', async () => {
+    const res = await request(t.app, 'POST', '/api/v1/admin/users', {
+      token,
+      rawBody: '{"username":"proto","password":"proto-password","__proto__":{"isAdmin":true}}',
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(res.status, 201);
+    assert.equal(({} as Record<string, unknown>).isAdmin, undefined);
+  });
+
+  test('security headers are set', async () => {
+    const res = await request(t.app, 'GET', '/healthz');
+    assert.equal(res.headers['x-content-type-options'], 'nosniff');
+    assert.match(String(res.headers['content-security-policy']), /default-src 'self'/);
+    assert.match(String(res.headers['content-security-policy']), /frame-ancestors 'none'/);
+  });
+
+  test('CORS: the allowed origin gets credentials; another origin gets no CORS headers', async () => {
+    const preflight = await request(t.app, 'OPTIONS', '/api/v1/auth/me', {
+      headers: { origin: 'https://console.example.com', 'access-control-request-method': 'GET' },
+    });
+    assert.equal(preflight.headers['access-control-allow-origin'], 'https://console.example.com');
+    assert.equal(preflight.headers['access-control-allow-credentials'], 'true');
+    const other = await request(t.app, 'GET', '/healthz', { headers: { origin: 'https://evil.example.com' } });
+    assert.equal(other.headers['access-control-allow-origin'], undefined);
+  });
+
+  test('readyz reports the database', async () => {
+    const res = await request(t.app, 'GET', '/readyz');
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'ok');
+    assert.equal(res.body.info.database.status, 'up');
+  });
+});

@@ -1,0 +1,102 @@
+import { RequestMethod } from '@nestjs/common';
+import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
+import { MetadataScanner, ModulesContainer } from '@nestjs/core';
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ACCESS_METADATA } from '../../src/auth/auth.decorators.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { request } from '../support/http.js';
+
+/** Routes callable without credentials; everything else must answer 401 to an anonymous caller. */
+const PUBLIC_ROUTES = new Set([
+  'POST /api/v1/admin/users/create_super_user',
+  'POST /api/v1/auth/login',
+  'GET /healthz',
+  'GET /readyz',
+]);
+/** Public only until the first user exists (the tests create one first). */
+const PUBLIC_UNTIL_FIRST_USER = new Set(['POST /api/v1/admin/clusters/import']);
+
+interface Route {
+  method: string;
+  path: string;
+  access: unknown;
+}
+
+function registeredRoutes(t: TestApp): Route[] {
+  const scanner = new MetadataScanner();
+  const routes: Route[] = [];
+  const controllers = [...t.app.get(ModulesContainer).values()].flatMap((m) => [...m.controllers.values()]);
+  for (const wrapper of controllers) {
+    const controller = wrapper.metatype as (new (...args: unknown[]) => unknown) | null;
+    if (!controller || !wrapper.instance) continue;
+    const base = String(Reflect.getMetadata(PATH_METADATA, controller) ?? '');
+    const proto = Object.getPrototypeOf(wrapper.instance);
+    for (const name of scanner.getAllMethodNames(proto)) {
+      const handler = proto[name];
+      const sub = Reflect.getMetadata(PATH_METADATA, handler);
+      if (sub === undefined) continue;
+      const method = RequestMethod[Reflect.getMetadata(METHOD_METADATA, handler) as number];
+      const joined = [base, sub]
+        .map((p: string) => p.replace(/^\/|\/$/g, ''))
+        .filter(Boolean)
+        .join('/');
+      const prefixed = ['healthz', 'readyz'].includes(joined) ? `/${joined}` : `/api/v1/${joined}`;
+      routes.push({
+        method,
+        path: prefixed,
+        access: Reflect.getMetadata(ACCESS_METADATA, handler) ?? Reflect.getMetadata(ACCESS_METADATA, controller),
+      });
+    }
+  }
+  return routes;
+}
+
+describe('deny by default', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp();
+    const res = await request(t.app, 'POST', '/api/v1/admin/users/create_super_user', {
+      body: { username: 'root', password: 'root-password' },
+    });
+    assert.equal(res.status, 201);
+  });
+  after(() => t.close());
+
+  test('every route declares who may call it', () => {
+    const routes = registeredRoutes(t);
+    assert.ok(routes.length >= 17, `found ${routes.length} routes`);
+    const undeclared = routes.filter((r) => !r.access).map((r) => `${r.method} ${r.path}`);
+    assert.deepEqual(undeclared, []);
+  });
+
+  test('every route without credentials → 401, except the public ones', async () => {
+    const routes = registeredRoutes(t);
+    const seenPublic = new Set<string>();
+    for (const route of routes) {
+      const label = `${route.method} ${route.path}`;
+      const url = route.path.replace(/:[A-Za-z]+\*?/g, '1');
+      const res = await request(t.app, route.method, url, {
+        body: ['POST', 'PUT', 'PATCH'].includes(route.method) ? {} : undefined,
+      });
+      if (PUBLIC_ROUTES.has(label)) {
+        seenPublic.add(label);
+        assert.notEqual(res.status, 401, label);
+        assert.notEqual(res.status, 403, label);
+      } else {
+        assert.equal(res.status, 401, `${label} answered ${res.status}`);
+        assert.equal(res.body.statusCode, 401);
+        assert.equal(res.body.message, 'authentication required');
+        assert.ok(PUBLIC_UNTIL_FIRST_USER.has(label) || res.body.requestId);
+      }
+    }
+    assert.deepEqual([...seenPublic].sort(), [...PUBLIC_ROUTES].sort());
+  });
+
+  test('the documentation is public', async () => {
+    assert.equal((await request(t.app, 'GET', '/api/docs/openapi.json')).status, 200);
+    const ui = await request(t.app, 'GET', '/api/docs');
+    assert.equal(ui.status, 200);
+    assert.match(ui.text, /swagger/i);
+  });
+});
