@@ -1,0 +1,36 @@
+import type { Agent } from 'node:https';
+
+/**
+ * A ready-to-use connection to one registered cluster, built by ClusterClientFactory (the only
+ * place that turns a stored cluster into a connection) and cached per cluster until the cluster
+ * changes.
+ */
+export interface ClusterConnection {
+  clusterId: number;
+  clusterName: string;
+  /**
+   * Bumped whenever the cluster's connection settings change; caches keyed by cluster
+   * (discovery, for one) compare it to know they are stale.
+   */
+  generation: number;
+  /** The API server's base URL, e.g. `https://127.0.0.1:6443` (may carry a path prefix). */
+  server: URL;
+  /** Keep-alive HTTPS agent with the cluster's CA, client certificate/key and TLS settings. */
+  agent: Agent;
+  /**
+   * Headers carrying the cluster credentials (`Authorization: Bearer …` or `Basic …`); empty
+   * for client-certificate auth. Read per request: an in-cluster token file may rotate.
+   */
+  authHeaders(): Record<string, string>;
+}
+
+export const CLUSTER_CONNECTIONS = Symbol('CLUSTER_CONNECTIONS');
+
+/** What the resource routes need from the cluster registry. */
+export interface ClusterConnections {
+  /**
+   * The connection for the cluster named in `x-cluster-name`: NotFoundException (404) when no
+   * cluster has that name, ConflictException (409) when it is disabled.
+   */
+  forName(name: string): Promise<ClusterConnection>;
+}
