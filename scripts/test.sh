@@ -87,13 +87,17 @@ run() { # run <label> <files...>
 }
 
 status=0
+checks_passed=0; checks_failed=0
+log "lint (ESLint, zero warnings)"
+if npx eslint . --max-warnings 0; then checks_passed=$((checks_passed + 1)); echo "lint: ok"; else checks_failed=$((checks_failed + 1)); status=1; fi
+
 run unit $(files unit harness e2e) || status=1
 TEST_DATABASE_URL= run http-sqlite $(files http) || status=1
 if [ "${SKIP_POSTGRES:-}" != 1 ]; then
   TEST_DATABASE_URL=$TEST_DATABASE_URL_PG run http-postgres $(files http) || status=1
 fi
 
-passed=0; failed=0; skipped=0
+passed=$checks_passed; failed=$checks_failed; skipped=0
 for tap in "$RESULTS"/*.tap; do
   [ -f "$tap" ] || continue
   p=$(grep -E '^# pass ' "$tap" | tail -1 | awk '{print $3}'); passed=$((passed + ${p:-0}))

@@ -34,7 +34,7 @@ export async function request<T = any>(
   }
   const qs = options.query ? '?' + new URLSearchParams(options.query).toString() : '';
   const res = await app.inject({ method: method as 'GET', url: url + qs, headers, payload });
-  let body: any = undefined;
+  let body: any;
   try {
     body = res.body ? JSON.parse(res.body) : undefined;
   } catch {

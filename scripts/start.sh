@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs and starts the service on its embedded SQLite default (data in ./data unless CAS_DATA_DIR says otherwise).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-fund --no-audit
+fi
+npm run build
+exec node dist/main.js
