@@ -49,8 +49,7 @@ function onPath(cmd: string): string | undefined {
 export function binaryPaths(): Binaries {
   return {
     apiserver: process.env.KUBE_APISERVER_BIN || join(kubeBinDir(), 'kube-apiserver'),
-    controllerManager:
-      process.env.KUBE_CONTROLLER_MANAGER_BIN || join(kubeBinDir(), 'kube-controller-manager'),
+    controllerManager: process.env.KUBE_CONTROLLER_MANAGER_BIN || join(kubeBinDir(), 'kube-controller-manager'),
     etcd: process.env.ETCD_BIN || onPath('etcd') || '/usr/bin/etcd',
   };
 }
@@ -70,7 +69,8 @@ export function repoRoot(): string {
   for (;;) {
     if (existsSync(join(d, 'scripts', 'kube', 'ensure-binaries.sh'))) return d;
     const up = dirname(d);
-    if (up === d) throw new Error('cannot find scripts/kube/ensure-binaries.sh above ' + fileURLToPath(import.meta.url));
+    if (up === d)
+      throw new Error('cannot find scripts/kube/ensure-binaries.sh above ' + fileURLToPath(import.meta.url));
     d = up;
   }
 }
@@ -87,7 +87,9 @@ export function ensureBinaries(): Promise<Binaries> {
   if (binariesPresent(b)) return Promise.resolve(b);
   ensuring ??= new Promise<Binaries>((resolvePromise, reject) => {
     const script = join(repoRoot(), 'scripts', 'kube', 'ensure-binaries.sh');
-    process.stderr.write(`[harness] kube binaries missing; running ${script} (first run builds kube ${KUBE_VERSION}, ~6-7 min)\n`);
+    process.stderr.write(
+      `[harness] kube binaries missing; running ${script} (first run builds kube ${KUBE_VERSION}, ~6-7 min)\n`,
+    );
     const child = spawn('bash', [script], { stdio: ['ignore', 2, 2] });
     child.on('error', reject);
     child.on('exit', (code, signal) => {

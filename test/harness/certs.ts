@@ -13,7 +13,7 @@ async function openssl(args: string[], cwd: string): Promise<void> {
     await run('openssl', args, { cwd });
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error(`openssl ${args.join(' ')} failed: ${e.stderr || e.message}`);
+    throw new Error(`openssl ${args.join(' ')} failed: ${e.stderr || e.message}`, { cause: err });
   }
 }
 
@@ -32,19 +32,28 @@ export interface CertFiles {
   serviceAccountPub: string;
 }
 
-async function leaf(
-  dir: string,
-  base: string,
-  subject: string,
-  extensions: string[],
-): Promise<void> {
+async function leaf(dir: string, base: string, subject: string, extensions: string[]): Promise<void> {
   await openssl(['req', '-new', ...EC, '-keyout', `${base}.key`, '-subj', subject, '-out', `${base}.csr`], dir);
   await writeFile(join(dir, `${base}.ext`), extensions.join('\n') + '\n');
   await openssl(
     [
-      'x509', '-req', '-in', `${base}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key',
-      '-set_serial', '0x' + randomBytes(12).toString('hex'), '-days', '3650', '-sha256',
-      '-extfile', `${base}.ext`, '-out', `${base}.crt`,
+      'x509',
+      '-req',
+      '-in',
+      `${base}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-set_serial',
+      '0x' + randomBytes(12).toString('hex'),
+      '-days',
+      '3650',
+      '-sha256',
+      '-extfile',
+      `${base}.ext`,
+      '-out',
+      `${base}.crt`,
     ],
     dir,
   );
@@ -54,14 +63,30 @@ async function leaf(
 export async function makeCertificates(dir: string, name: string): Promise<CertFiles> {
   await openssl(
     [
-      'req', '-x509', ...EC, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '3650', '-sha256',
-      '-subj', `/CN=cas-test-ca-${name}-${randomBytes(4).toString('hex')}`,
-      '-addext', 'basicConstraints=critical,CA:TRUE',
-      '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+      'req',
+      '-x509',
+      ...EC,
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+      '-days',
+      '3650',
+      '-sha256',
+      '-subj',
+      `/CN=cas-test-ca-${name}-${randomBytes(4).toString('hex')}`,
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
     ],
     dir,
   );
-  const client = ['basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=clientAuth'];
+  const client = [
+    'basicConstraints=critical,CA:FALSE',
+    'keyUsage=critical,digitalSignature,keyEncipherment',
+    'extendedKeyUsage=clientAuth',
+  ];
   await Promise.all([
     leaf(dir, 'apiserver', '/CN=kube-apiserver', [
       'basicConstraints=critical,CA:FALSE',

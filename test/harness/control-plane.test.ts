@@ -100,15 +100,25 @@ describe('kubernetes control plane harness', () => {
     assert.doesNotMatch(JSON.stringify(kc), /"(certificate-authority|client-certificate|client-key|tokenFile)"/);
 
     // admin token: full access
-    const ns = await kubeRequest(a, 'POST', '/api/v1/namespaces', { metadata: { name: 'harness-users' } }, { token: a.adminToken });
+    const ns = await kubeRequest(
+      a,
+      'POST',
+      '/api/v1/namespaces',
+      { metadata: { name: 'harness-users' } },
+      { token: a.adminToken },
+    );
     assert.equal(ns.status, 201, JSON.stringify(ns.body));
     const cm = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c1' }, data: { k: 'v' } };
     // viewer: reads everything, writes nothing
     const list = await kubeRequest(a, 'GET', '/api/v1/namespaces', undefined, { token: a.viewerToken });
     assert.equal(list.status, 200);
-    const denied = await kubeRequest(a, 'POST', '/api/v1/namespaces/harness-users/configmaps', cm, { token: a.viewerToken });
+    const denied = await kubeRequest(a, 'POST', '/api/v1/namespaces/harness-users/configmaps', cm, {
+      token: a.viewerToken,
+    });
     assert.equal(denied.status, 403);
-    const created = await kubeRequest(a, 'POST', '/api/v1/namespaces/harness-users/configmaps', cm, { token: a.adminToken });
+    const created = await kubeRequest(a, 'POST', '/api/v1/namespaces/harness-users/configmaps', cm, {
+      token: a.adminToken,
+    });
     assert.equal(created.status, 201);
     const bad = await kubeRequest(a, 'GET', '/api/v1/namespaces', undefined, { token: 'not-a-token' });
     assert.equal(bad.status, 401);
@@ -162,7 +172,11 @@ describe('kubernetes control plane harness', () => {
     const r = await kubeRequest(a, 'POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
     assert.equal(r.status, 201, JSON.stringify(r.body));
     await waitFor('CRD Established', async () => {
-      const g = await kubeRequest(a, 'GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.harness.cas.example.com');
+      const g = await kubeRequest(
+        a,
+        'GET',
+        '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.harness.cas.example.com',
+      );
       return g.body?.status?.conditions?.some((c: any) => c.type === 'Established' && c.status === 'True');
     });
     await createNamespace(a, 'harness-crd');
@@ -185,13 +199,22 @@ describe('kubernetes control plane harness', () => {
     assert.deepEqual(g.body.spec, widget.spec);
     assert.equal(g.body.metadata.labels.tier, 'gold');
     // merge patch, then a stale-resourceVersion update is a 409 conflict
-    const p = await kubeRequest(a, 'PATCH', `${base}/w1`, { spec: { size: 5, labels: { c: null } } }, { contentType: 'application/merge-patch+json' });
+    const p = await kubeRequest(
+      a,
+      'PATCH',
+      `${base}/w1`,
+      { spec: { size: 5, labels: { c: null } } },
+      { contentType: 'application/merge-patch+json' },
+    );
     assert.equal(p.status, 200, JSON.stringify(p.body));
     assert.deepEqual(p.body.spec, { size: 5, labels: { a: 'b' }, parts: [{ name: 'x' }, { name: 'y' }] });
     const stale = await kubeRequest(a, 'PUT', `${base}/w1`, { ...g.body, spec: { size: 1 } });
     assert.equal(stale.status, 409);
     const l = await kubeRequest(a, 'GET', `${base}?labelSelector=tier%3Dgold`);
-    assert.deepEqual(l.body.items.map((i: any) => i.metadata.name), ['w1']);
+    assert.deepEqual(
+      l.body.items.map((i: any) => i.metadata.name),
+      ['w1'],
+    );
     const d = await kubeRequest(a, 'DELETE', `${base}/w1`);
     assert.equal(d.status, 200);
     assert.equal((await kubeRequest(a, 'GET', `${base}/w1`)).status, 404);
@@ -207,7 +230,10 @@ describe('kubernetes control plane harness', () => {
       spec: {
         replicas: 1,
         selector: { matchLabels: { app: 'web' } },
-        template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx:1.19' }] } },
+        template: {
+          metadata: { labels: { app: 'web' } },
+          spec: { containers: [{ name: 'web', image: 'nginx:1.19' }] },
+        },
       },
     };
     const c = await kubeRequest(a, 'POST', deployments, dep);
@@ -248,7 +274,10 @@ describe('kubernetes control plane harness', () => {
       gc.some((e) => e.user.username === 'system:serviceaccount:kube-system:generic-garbage-collector'),
       JSON.stringify(gc.map((e) => e.user.username)),
     );
-    const mine = await waitForAudit(a, (e) => e.verb === 'delete' && e.objectRef?.resource === 'deployments' && e.objectRef.name === 'web');
+    const mine = await waitForAudit(
+      a,
+      (e) => e.verb === 'delete' && e.objectRef?.resource === 'deployments' && e.objectRef.name === 'web',
+    );
     assert.equal(mine[0]?.user.username, 'cas-admin');
     assert.equal(mine[0]?.requestObject?.propagationPolicy, 'Foreground');
   });
@@ -266,7 +295,11 @@ describe('kubernetes control plane harness', () => {
     assert.equal((await kubeRequest(b, 'GET', '/apis/harness.cas.example.com/v1')).status, 404);
     // credentials of one are worthless on the other
     assert.equal((await kubeRequest(b, 'GET', '/api/v1/namespaces', undefined, { token: a.adminToken })).status, 401);
-    const crossCert = await kubeRequest({ ...b, adminCertData: a.adminCertData, adminKeyData: a.adminKeyData }, 'GET', '/api/v1/namespaces').then(
+    const crossCert = await kubeRequest(
+      { ...b, adminCertData: a.adminCertData, adminKeyData: a.adminKeyData },
+      'GET',
+      '/api/v1/namespaces',
+    ).then(
       (r) => r.status,
       () => 0, // TLS handshake refused
     );

@@ -582,7 +582,11 @@ async function startIn(
     await writeFile(
       kubeconfigPath,
       kubeconfig(`cas-${name}`, server, caData, [
-        { name: ADMIN_CERT_USER, context: 'admin', user: { 'client-certificate-data': b64(adminCertData), 'client-key-data': b64(adminKeyData) } },
+        {
+          name: ADMIN_CERT_USER,
+          context: 'admin',
+          user: { 'client-certificate-data': b64(adminCertData), 'client-key-data': b64(adminKeyData) },
+        },
         { name: ADMIN_TOKEN_USER, context: 'admin-token', user: { token: adminToken } },
         { name: VIEWER_USER, context: 'viewer', user: { token: viewerToken } },
       ]),
@@ -605,7 +609,11 @@ async function startIn(
     const procs: Proc[] = [];
     const track = (p: Proc) => {
       procs.push(p);
-      if (owned.has(dir)) owned.set(dir, procs.map((q) => q.child.pid ?? 0));
+      if (owned.has(dir))
+        owned.set(
+          dir,
+          procs.map((q) => q.child.pid ?? 0),
+        );
       return p;
     };
     const failed = () => procs.find((p) => p.exited);
@@ -614,20 +622,25 @@ async function startIn(
     try {
       log(`[harness] ${name}: starting etcd on 127.0.0.1:${etcdClient} (attempt ${attempt})`);
       const etcd = track(
-        spawnLogged('etcd', bins.etcd, [
-          `--name=cas-${name}`,
-          `--data-dir=${join(dir, 'etcd')}`,
-          `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
-          `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
-          `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
-          `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
-          `--initial-cluster=cas-${name}=http://127.0.0.1:${etcdPeer}`,
-          '--initial-cluster-state=new',
-          '--logger=zap',
-          '--log-level=warn',
-          '--snapshot-count=100000',
-          '--quota-backend-bytes=2147483648',
-        ], join(dir, 'etcd.log')),
+        spawnLogged(
+          'etcd',
+          bins.etcd,
+          [
+            `--name=cas-${name}`,
+            `--data-dir=${join(dir, 'etcd')}`,
+            `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+            `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+            `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+            `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+            `--initial-cluster=cas-${name}=http://127.0.0.1:${etcdPeer}`,
+            '--initial-cluster-state=new',
+            '--logger=zap',
+            '--log-level=warn',
+            '--snapshot-count=100000',
+            '--quota-backend-bytes=2147483648',
+          ],
+          join(dir, 'etcd.log'),
+        ),
       );
       await waitFor(
         'etcd /health',
@@ -644,29 +657,34 @@ async function startIn(
 
       log(`[harness] ${name}: starting kube-apiserver on ${server}`);
       const apiserver = track(
-        spawnLogged('kube-apiserver', bins.apiserver, [
-          `--etcd-servers=http://127.0.0.1:${etcdClient}`,
-          '--bind-address=127.0.0.1',
-          `--secure-port=${apiserverPort}`,
-          '--insecure-port=0',
-          '--advertise-address=127.0.0.1',
-          '--endpoint-reconciler-type=none',
-          `--tls-cert-file=${certs.serverCert}`,
-          `--tls-private-key-file=${certs.serverKey}`,
-          `--client-ca-file=${certs.caCert}`,
-          `--service-account-key-file=${certs.serviceAccountPub}`,
-          `--service-account-signing-key-file=${certs.serviceAccountKey}`,
-          '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-          '--authorization-mode=RBAC',
-          `--token-auth-file=${tokenFile}`,
-          '--service-cluster-ip-range=10.0.0.0/24',
-          `--audit-policy-file=${auditPolicy}`,
-          `--audit-log-path=${auditLogPath}`,
-          '--audit-log-format=json',
-          '--audit-log-mode=blocking',
-          `--cert-dir=${join(dir, 'apiserver-certs')}`,
-          '--profiling=false',
-        ], join(dir, 'kube-apiserver.log')),
+        spawnLogged(
+          'kube-apiserver',
+          bins.apiserver,
+          [
+            `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+            '--bind-address=127.0.0.1',
+            `--secure-port=${apiserverPort}`,
+            '--insecure-port=0',
+            '--advertise-address=127.0.0.1',
+            '--endpoint-reconciler-type=none',
+            `--tls-cert-file=${certs.serverCert}`,
+            `--tls-private-key-file=${certs.serverKey}`,
+            `--client-ca-file=${certs.caCert}`,
+            `--service-account-key-file=${certs.serviceAccountPub}`,
+            `--service-account-signing-key-file=${certs.serviceAccountKey}`,
+            '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+            '--authorization-mode=RBAC',
+            `--token-auth-file=${tokenFile}`,
+            '--service-cluster-ip-range=10.0.0.0/24',
+            `--audit-policy-file=${auditPolicy}`,
+            `--audit-log-path=${auditLogPath}`,
+            '--audit-log-format=json',
+            '--audit-log-mode=blocking',
+            `--cert-dir=${join(dir, 'apiserver-certs')}`,
+            '--profiling=false',
+          ],
+          join(dir, 'kube-apiserver.log'),
+        ),
       );
       const alive = () => {
         const f = failed();
@@ -687,31 +705,38 @@ async function startIn(
           `control plane ${name}: ${e.message}\n--- kube-apiserver.log (last lines) ---\n${logTail(apiserver.logPath)}`,
         );
       });
-      log(`[harness] ${name}: /readyz ok after ${((Date.now() - t0) / 1000).toFixed(1)} s; starting kube-controller-manager`);
+      log(
+        `[harness] ${name}: /readyz ok after ${((Date.now() - t0) / 1000).toFixed(1)} s; starting kube-controller-manager`,
+      );
 
       // after /readyz: the controller manager gives up if the apiserver is not healthy
       // within 10 s, and needs the RBAC bootstrap policy in place
       const cm = track(
-        spawnLogged('kube-controller-manager', bins.controllerManager, [
-          `--kubeconfig=${cmKubeconfig}`,
-          `--service-account-private-key-file=${certs.serviceAccountKey}`,
-          `--root-ca-file=${certs.caCert}`,
-          `--cluster-signing-cert-file=${certs.caCert}`,
-          `--cluster-signing-key-file=${certs.caKey}`,
-          // each controller acts as its own kube-system ServiceAccount with the bootstrap
-          // `system:controller:*` roles, as in kubeadm clusters
-          '--use-service-account-credentials=true',
-          // the default client rate limit (20 qps) serialises the start of ~30 controllers
-          '--kube-api-qps=200',
-          '--kube-api-burst=400',
-          '--leader-elect=false',
-          '--bind-address=127.0.0.1',
-          '--port=0',
-          `--secure-port=${cmPort}`,
-          `--cert-dir=${join(dir, 'controller-manager-certs')}`,
-          '--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service',
-          '--profiling=false',
-        ], join(dir, 'kube-controller-manager.log')),
+        spawnLogged(
+          'kube-controller-manager',
+          bins.controllerManager,
+          [
+            `--kubeconfig=${cmKubeconfig}`,
+            `--service-account-private-key-file=${certs.serviceAccountKey}`,
+            `--root-ca-file=${certs.caCert}`,
+            `--cluster-signing-cert-file=${certs.caCert}`,
+            `--cluster-signing-key-file=${certs.caKey}`,
+            // each controller acts as its own kube-system ServiceAccount with the bootstrap
+            // `system:controller:*` roles, as in kubeadm clusters
+            '--use-service-account-credentials=true',
+            // the default client rate limit (20 qps) serialises the start of ~30 controllers
+            '--kube-api-qps=200',
+            '--kube-api-burst=400',
+            '--leader-elect=false',
+            '--bind-address=127.0.0.1',
+            '--port=0',
+            `--secure-port=${cmPort}`,
+            `--cert-dir=${join(dir, 'controller-manager-certs')}`,
+            '--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service',
+            '--profiling=false',
+          ],
+          join(dir, 'kube-controller-manager.log'),
+        ),
       );
 
       await ensureViewerRbac(conn);
@@ -852,9 +877,7 @@ export function sharedControlPlane(name: 'a' | 'b'): Promise<ControlPlane> {
   if (!p) {
     const dir = process.env[`CAS_TEST_CP_${name.toUpperCase()}`];
     p = (
-      dir
-        ? Promise.resolve().then(() => attachControlPlane(dir))
-        : startControlPlane(`shared-${name}-${process.pid}`)
+      dir ? Promise.resolve().then(() => attachControlPlane(dir)) : startControlPlane(`shared-${name}-${process.pid}`)
     ).then((cp) => ({ ...cp, stop: async () => {} }));
     p.catch(() => shared.delete(name));
     shared.set(name, p);
