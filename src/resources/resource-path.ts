@@ -1,0 +1,83 @@
+import { BadRequestException } from '@nestjs/common';
+
+/** The literal namespace segment for cluster-scoped resources (and "all namespaces" on list). */
+export const ALL_NAMESPACES = '_all';
+
+/** A resource as the cluster's discovery describes it. */
+export interface ResourceType {
+  group: string; // '' for the core group
+  version: string;
+  plural: string;
+  kind: string;
+  namespaced: boolean;
+  verbs: string[];
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const RESOURCE_ID = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/**
+ * Object names: what Kubernetes accepts as a path segment name, narrowed to printable ASCII
+ * without `/`, `%`, `?`, `#`, `\` or white space (RBAC names such as `system:node:x` stay valid).
+ */
+const OBJECT_NAME = /^[A-Za-z0-9._:@+=~!$&'()*,;-]+$/;
+
+function refuse(message: string): never {
+  throw new BadRequestException([message]);
+}
+
+/** `<plural>` or `<plural>.<group>` → its parts; 400 when it cannot be a resource name. */
+export function parseResourceId(value: string): { plural: string; group: string | undefined } {
+  if (value.length > 253 || !RESOURCE_ID.test(value)) {
+    refuse(`resource must be a plural resource name like 'configmaps' or '<plural>.<group>' like 'deployments.apps'`);
+  }
+  const dot = value.indexOf('.');
+  return dot < 0 ? { plural: value, group: undefined } : { plural: value.slice(0, dot), group: value.slice(dot + 1) };
+}
+
+export function validateNamespace(value: string): void {
+  if (value === ALL_NAMESPACES) return;
+  if (value.length > 63 || !DNS_LABEL.test(value)) {
+    refuse(`namespace must be a DNS label (lower-case letters, digits, '-', at most 63 characters) or '${ALL_NAMESPACES}'`);
+  }
+}
+
+export function validateName(value: string): void {
+  if (value.length === 0 || value.length > 253 || value === '.' || value === '..' || !OBJECT_NAME.test(value)) {
+    refuse(`name must be a single path segment of at most 253 printable characters, without '/', '%', '?', '#' or spaces`);
+  }
+}
+
+/**
+ * The upstream API path of a collection or object, built only from discovery data and validated,
+ * percent-encoded segments. `namespace` null means cluster-scoped, or all namespaces on list.
+ */
+export function resourcePath(type: ResourceType, namespace: string | null, name: string | null): string {
+  const base = type.group === '' ? `/api/${type.version}` : `/apis/${type.group}/${type.version}`;
+  const ns = type.namespaced && namespace !== null ? `/namespaces/${encodeURIComponent(namespace)}` : '';
+  const object = name !== null ? `/${encodeURIComponent(name)}` : '';
+  return `${base}${ns}/${type.plural}${object}`;
+}
+
+export const PATCH_CONTENT_TYPES = {
+  strategic: 'application/strategic-merge-patch+json',
+  merge: 'application/merge-patch+json',
+  json: 'application/json-patch+json',
+} as const;
+
+/** `patchType` query value → the patch's content type; absent → strategic merge patch. */
+export function patchContentType(patchType: string | undefined): string {
+  if (patchType === undefined) return PATCH_CONTENT_TYPES.strategic;
+  if (patchType === 'merge' || patchType === 'json') return PATCH_CONTENT_TYPES[patchType];
+  return refuse(`patchType must be 'merge' or 'json' (or absent for a strategic merge patch), got '${patchType}'`);
+}
+
+/** DELETE query → the cluster's DeleteOptions: Foreground unless cascade=false (Orphan); force → grace period 0. */
+export function deleteOptions(options: { force?: boolean; cascade?: boolean; dryRun?: boolean }) {
+  return {
+    kind: 'DeleteOptions',
+    apiVersion: 'v1',
+    propagationPolicy: options.cascade === false ? 'Orphan' : 'Foreground',
+    ...(options.force ? { gracePeriodSeconds: 0 } : {}),
+    ...(options.dryRun ? { dryRun: ['All'] } : {}),
+  };
+}

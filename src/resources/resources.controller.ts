@@ -1,0 +1,201 @@
+import { applyDecorators, Body, Controller, Delete, Get, Headers, Param, Patch, Post, Put, Query, Res } from '@nestjs/common';
+import {
+  ApiBadGatewayResponse,
+  ApiBody,
+  ApiCreatedResponse,
+  ApiGatewayTimeoutResponse,
+  ApiHeader,
+  ApiOkResponse,
+  ApiParam,
+  ApiResponse,
+  ApiTags,
+  getSchemaPath,
+  ApiExtraModels,
+} from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
+import { IncomingMessage } from 'node:http';
+import { Auth, Authenticated } from '../auth/auth.decorators.js';
+import type { Caller } from '../auth/caller.js';
+import { ApiErrors } from '../common/api-errors.js';
+import { ErrorResponseDto } from '../common/error-response.dto.js';
+import { KubernetesStatusDto } from './dto/kubernetes-status.dto.js';
+import {
+  DeleteResourceQueryDto,
+  GetResourceQueryDto,
+  ListResourcesQueryDto,
+  PatchResourceQueryDto,
+  WriteResourceQueryDto,
+} from './dto/resource-query.dto.js';
+import { ALL_NAMESPACES } from './resource-path.js';
+import { type ClusterAnswer, ResourcesService } from './resources.service.js';
+
+/** Headers of the cluster's answer that reach the caller; everything else stays behind. */
+const FORWARDED_HEADERS = ['content-type', 'content-length', 'warning'];
+
+/** Streams the cluster's answer to the caller as it arrives: status, body bytes, content type. */
+function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyReply {
+  if (answer instanceof IncomingMessage) {
+    reply.status(answer.statusCode ?? 502);
+    for (const name of FORWARDED_HEADERS) {
+      const value = answer.headers[name];
+      if (value !== undefined) reply.header(name, value);
+    }
+    return reply.send(answer);
+  }
+  return reply.status(answer.statusCode).header('content-type', answer.contentType).send(answer.body);
+}
+
+const OBJECT = { type: 'object', additionalProperties: true } as const;
+
+const ResourceParams = (withName: boolean) =>
+  applyDecorators(
+    ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' }),
+    ApiParam({
+      name: 'resource',
+      description: "Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)",
+      example: 'configmaps',
+    }),
+    ApiParam({
+      name: 'namespace',
+      description: `Namespace, or \`${ALL_NAMESPACES}\` for cluster-scoped resources (and to list across all namespaces)`,
+      example: 'default',
+    }),
+    ...(withName ? [ApiParam({ name: 'name', description: 'Object name', example: 'my-config' })] : []),
+    ApiExtraModels(ErrorResponseDto, KubernetesStatusDto),
+    ApiErrors(400, 404, 409, 413),
+    ApiResponse({
+      status: 422,
+      description: "The cluster refused the object (the cluster's `Status`, passed through)",
+      type: KubernetesStatusDto,
+    }),
+    ApiResponse({
+      status: 'default',
+      description: "Any other error the cluster returns, passed through with its status code",
+      schema: { oneOf: [{ $ref: getSchemaPath(KubernetesStatusDto) }, { $ref: getSchemaPath(ErrorResponseDto) }] },
+    }),
+    ApiBadGatewayResponse({ description: 'The cluster could not be reached', type: ErrorResponseDto }),
+    ApiGatewayTimeoutResponse({ description: 'The cluster did not answer in time, or a waited delete did not finish', type: ErrorResponseDto }),
+  );
+
+/**
+ * Generic access to any resource the cluster named in `x-cluster-name` serves, built-in or custom.
+ * Viewers may list and get anything but Secrets; everything else needs the admin role.
+ */
+@ApiTags('Resources')
+@Controller()
+export class ResourcesController {
+  constructor(private readonly resources: ResourcesService) {}
+
+  /** Lists objects: the cluster's List object, verbatim. */
+  @Authenticated()
+  @Get(':resource/:namespace')
+  @ResourceParams(false)
+  @ApiOkResponse({ description: "The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)", schema: OBJECT })
+  async listResources(
+    @Auth() caller: Caller,
+    @Headers('x-cluster-name') cluster: string | undefined,
+    @Param('resource') resource: string,
+    @Param('namespace') namespace: string,
+    @Query() query: ListResourcesQueryDto,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return sendAnswer(reply, await this.resources.listResources(caller, { cluster, resource, namespace }, query));
+  }
+
+  /** Reads one object. */
+  @Authenticated()
+  @Get(':resource/:namespace/:name')
+  @ResourceParams(true)
+  @ApiOkResponse({ description: 'The object', schema: OBJECT })
+  async getResource(
+    @Auth() caller: Caller,
+    @Headers('x-cluster-name') cluster: string | undefined,
+    @Param('resource') resource: string,
+    @Param('namespace') namespace: string,
+    @Param('name') name: string,
+    @Query() query: GetResourceQueryDto,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return sendAnswer(reply, await this.resources.getResource(caller, { cluster, resource, namespace, name }, query));
+  }
+
+  /** Creates an object; the namespace comes from the path (a different `metadata.namespace` is a 400). */
+  @Authenticated()
+  @Post(':resource/:namespace')
+  @ResourceParams(false)
+  @ApiBody({ description: 'The full object', schema: OBJECT })
+  @ApiCreatedResponse({ description: 'The created object', schema: OBJECT })
+  async createResource(
+    @Auth() caller: Caller,
+    @Headers('x-cluster-name') cluster: string | undefined,
+    @Param('resource') resource: string,
+    @Param('namespace') namespace: string,
+    @Body() body: unknown,
+    @Query() query: WriteResourceQueryDto,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return sendAnswer(reply, await this.resources.createResource(caller, { cluster, resource, namespace }, body, query));
+  }
+
+  /** Replaces an object; the body must carry the current `metadata.resourceVersion` (a stale one is the cluster's 409). */
+  @Authenticated()
+  @Put(':resource/:namespace/:name')
+  @ResourceParams(true)
+  @ApiBody({ description: 'The full object, with metadata.name and metadata.resourceVersion', schema: OBJECT })
+  @ApiOkResponse({ description: 'The updated object', schema: OBJECT })
+  async replaceResource(
+    @Auth() caller: Caller,
+    @Headers('x-cluster-name') cluster: string | undefined,
+    @Param('resource') resource: string,
+    @Param('namespace') namespace: string,
+    @Param('name') name: string,
+    @Body() body: unknown,
+    @Query() query: WriteResourceQueryDto,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return sendAnswer(reply, await this.resources.replaceResource(caller, { cluster, resource, namespace, name }, body, query));
+  }
+
+  /** Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`. */
+  @Authenticated()
+  @Patch(':resource/:namespace/:name')
+  @ResourceParams(true)
+  @ApiBody({
+    description: 'The patch: an object (strategic or merge patch) or an array of operations (JSON patch)',
+    schema: { oneOf: [OBJECT, { type: 'array', items: OBJECT }] },
+  })
+  @ApiOkResponse({ description: 'The patched object', schema: OBJECT })
+  async patchResource(
+    @Auth() caller: Caller,
+    @Headers('x-cluster-name') cluster: string | undefined,
+    @Param('resource') resource: string,
+    @Param('namespace') namespace: string,
+    @Param('name') name: string,
+    @Body() body: unknown,
+    @Query() query: PatchResourceQueryDto,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return sendAnswer(reply, await this.resources.patchResource(caller, { cluster, resource, namespace, name }, body, query));
+  }
+
+  /**
+   * Deletes an object: Foreground unless `cascade=false` (Orphan); `force=true` sets grace period 0;
+   * by default waits until the object is gone (`timeoutSeconds`, 60 by default), `wait=false` answers at once.
+   */
+  @Authenticated()
+  @Delete(':resource/:namespace/:name')
+  @ResourceParams(true)
+  @ApiOkResponse({ description: "The cluster's answer to the delete (the object, or a `Status`)", schema: OBJECT })
+  @ApiResponse({ status: 202, description: 'With `wait=false`: the cluster accepted the deletion', schema: OBJECT })
+  async deleteResource(
+    @Auth() caller: Caller,
+    @Headers('x-cluster-name') cluster: string | undefined,
+    @Param('resource') resource: string,
+    @Param('namespace') namespace: string,
+    @Param('name') name: string,
+    @Query() query: DeleteResourceQueryDto,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return sendAnswer(reply, await this.resources.deleteResource(caller, { cluster, resource, namespace, name }, query));
+  }
+}

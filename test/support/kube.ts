@@ -1,0 +1,41 @@
+import https from 'node:https';
+import type { ControlPlane } from '../harness/control-plane.js';
+import { kubeRequest, waitFor } from '../harness/control-plane.js';
+
+/** The raw body bytes of a GET to the control plane (admin client certificate), for byte-for-byte comparisons. */
+export function kubeGetRaw(cp: ControlPlane, path: string): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const req = https.get(
+      new URL(path, cp.server),
+      { ca: cp.caData, cert: cp.adminCertData, key: cp.adminKeyData, agent: false, headers: { accept: 'application/json' } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+  });
+}
+
+/**
+ * A ServiceAccount bound to cluster-admin and its token: a cluster identity of its own, so a test
+ * can pick exactly its requests out of a shared control plane's audit log.
+ */
+export async function serviceAccountToken(cp: ControlPlane, namespace: string, name: string): Promise<{ token: string; username: string }> {
+  await kubeRequest(cp, 'POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
+  await kubeRequest(cp, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+    metadata: { name: `${namespace}-${name}` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+    subjects: [{ kind: 'ServiceAccount', name, namespace }],
+  });
+  const token = await waitFor(`the token of ServiceAccount ${name}`, async () => {
+    const secrets = (await kubeRequest(cp, 'GET', `/api/v1/namespaces/${namespace}/secrets`)).body.items as any[];
+    const secret = secrets.find(
+      (s) => s.type === 'kubernetes.io/service-account-token' && s.metadata.annotations?.['kubernetes.io/service-account.name'] === name,
+    );
+    return secret?.data?.token ? Buffer.from(secret.data.token, 'base64').toString('utf8') : undefined;
+  }, 20_000);
+  return { token, username: `system:serviceaccount:${namespace}:${name}` };
+}
