@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the tests need and runs the whole suite:
-#   unit, harness and end-to-end tests once; HTTP tests on SQLite and again on PostgreSQL.
+#   lint; unit and harness tests once; HTTP and end-to-end tests on SQLite and again on PostgreSQL.
 # Ends with one line "N passed, N failed[, N skipped]" and exits non-zero when anything failed.
 # Options (environment): TEST_DATABASE_URL (PostgreSQL server to create test databases on),
 # SKIP_POSTGRES=1, SKIP_CLUSTER=1 (no control planes: cluster tests are skipped), TEST_FILES (a subset).
@@ -91,10 +91,10 @@ checks_passed=0; checks_failed=0
 log "lint (ESLint, zero warnings)"
 if npx eslint . --max-warnings 0; then checks_passed=$((checks_passed + 1)); echo "lint: ok"; else checks_failed=$((checks_failed + 1)); status=1; fi
 
-run unit $(files unit harness e2e) || status=1
-TEST_DATABASE_URL= run http-sqlite $(files http) || status=1
+run unit $(files unit harness) || status=1
+TEST_DATABASE_URL= run sqlite $(files http e2e) || status=1
 if [ "${SKIP_POSTGRES:-}" != 1 ]; then
-  TEST_DATABASE_URL=$TEST_DATABASE_URL_PG run http-postgres $(files http) || status=1
+  TEST_DATABASE_URL=$TEST_DATABASE_URL_PG run postgres $(files http e2e) || status=1
 fi
 
 passed=$checks_passed; failed=$checks_failed; skipped=0

@@ -7,6 +7,7 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import { randomUUID } from 'node:crypto';
 import secureJson from 'secure-json-parse';
 import { AppModule } from './app.module.js';
+import { attachDrain } from './common/drain.js';
 import { createPino, PinoNestLogger } from './common/logger.js';
 import type { AppConfig } from './config/config.js';
 import { setupSwagger } from './openapi.js';
@@ -50,6 +51,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  attachDrain(app, fastify);
 
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser(
@@ -97,7 +99,6 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   });
 
   app.setGlobalPrefix(API_PREFIX, { exclude: ['healthz', 'readyz'] });
-  app.enableShutdownHooks();
   setupSwagger(app);
   await app.init();
   return app;
