@@ -1,6 +1,7 @@
 import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { AuthModule } from './auth/auth.module.js';
+import { ClustersModule } from './clusters/clusters.module.js';
 import { HttpErrorFilter } from './common/filters/http-exception.filter.js';
 import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
@@ -13,7 +14,7 @@ export class AppModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(config), DatabaseModule, UsersModule, AuthModule, HealthModule],
+      imports: [ConfigModule.forRoot(config), DatabaseModule, UsersModule, AuthModule, ClustersModule, HealthModule],
       providers: [
         {
           provide: APP_PIPE,

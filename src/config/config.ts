@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -15,7 +16,22 @@ export interface AppConfig {
   loginThrottle: { windowSeconds: number; maxFailuresPerUsername: number; maxFailuresPerAddress: number };
   /** Trust X-Forwarded-For from a proxy in front of the service (for per-address login throttling). */
   trustProxy: boolean;
-  bootstrap: { username?: string; password?: string; name?: string };
+  /** Unattended installs: the super user, and a kubeconfig file or the in-cluster flag to import (CONTRACT §4). */
+  bootstrap: { username?: string; password?: string; name?: string; kubeconfigFile?: string; inCluster: boolean };
+  clusters: ClustersConfig;
+  /** Time-out of one request to a cluster on the resource routes. */
+  clusterRequestTimeoutSeconds: number;
+}
+
+export interface ClustersConfig {
+  /** How often every enabled cluster's version and status are refreshed in the background; 0 turns it off. */
+  healthIntervalSeconds: number;
+  /** Time-out of one health probe (`GET /version`); create and update wait at most this long for it. */
+  probeTimeoutMs: number;
+  /** Where a cluster with `inCluster: true` reads the service account's `token` and `ca.crt`. */
+  inClusterDir: string;
+  /** The API server of the cluster the service runs in, or '' when it does not run in one. */
+  inClusterServer: string;
 }
 
 export class ConfigError extends Error {}
@@ -70,6 +86,37 @@ function encryptionKeyFrom(env: Env): Buffer | undefined {
   return key;
 }
 
+function httpsUrl(name: string, raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL: '${raw}'`);
+  }
+  if (url.protocol !== 'https:' || url.username || url.password || url.search || url.hash) {
+    throw new ConfigError(`${name} must be an https:// URL without credentials, query or fragment, got '${raw}'`);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
+/** CAS_IN_CLUSTER_SERVER, else the address Kubernetes gives every pod, else '' (not running in a cluster). */
+function inClusterServerFrom(env: Env): string {
+  if (env.CAS_IN_CLUSTER_SERVER) return httpsUrl('CAS_IN_CLUSTER_SERVER', env.CAS_IN_CLUSTER_SERVER);
+  const host = env.KUBERNETES_SERVICE_HOST;
+  if (!host) return '';
+  const port = env.KUBERNETES_SERVICE_PORT || '443';
+  return httpsUrl('KUBERNETES_SERVICE_HOST', `https://${isIP(host) === 6 ? `[${host}]` : host}:${port}`);
+}
+
+function clustersFrom(env: Env): ClustersConfig {
+  return {
+    healthIntervalSeconds: integer(env, 'CAS_CLUSTER_HEALTH_INTERVAL_SECONDS', 60, 0, 86400),
+    probeTimeoutMs: integer(env, 'CAS_CLUSTER_PROBE_TIMEOUT_MS', 3000, 100, 60000),
+    inClusterDir: resolve(env.CAS_IN_CLUSTER_DIR || '/var/run/secrets/kubernetes.io/serviceaccount'),
+    inClusterServer: inClusterServerFrom(env),
+  };
+}
+
 function originsFrom(env: Env): string[] {
   const raw = env.CORS_ORIGINS ?? '';
   const origins = raw
@@ -108,9 +155,14 @@ export function loadConfig(env: Env = process.env): AppConfig {
     username: env.CAS_BOOTSTRAP_USERNAME || undefined,
     password: env.CAS_BOOTSTRAP_PASSWORD || undefined,
     name: env.CAS_BOOTSTRAP_NAME || undefined,
+    kubeconfigFile: env.CAS_BOOTSTRAP_KUBECONFIG_FILE ? resolve(env.CAS_BOOTSTRAP_KUBECONFIG_FILE) : undefined,
+    inCluster: boolean(env, 'CAS_BOOTSTRAP_IN_CLUSTER', false),
   };
   if (Boolean(bootstrap.username) !== Boolean(bootstrap.password)) {
     throw new ConfigError('CAS_BOOTSTRAP_USERNAME and CAS_BOOTSTRAP_PASSWORD must be set together');
+  }
+  if (bootstrap.kubeconfigFile && bootstrap.inCluster) {
+    throw new ConfigError('set CAS_BOOTSTRAP_KUBECONFIG_FILE or CAS_BOOTSTRAP_IN_CLUSTER, not both');
   }
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
@@ -128,6 +180,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
     },
     trustProxy: boolean(env, 'CAS_TRUST_PROXY', false),
     bootstrap,
+    clusters: clustersFrom(env),
+    clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
   };
 }
 

@@ -12,6 +12,39 @@ describe('configuration', () => {
     assert.equal(config.logLevel, 'info');
     assert.deepEqual(config.corsOrigins, []);
     assert.equal(config.encryptionKey, undefined);
+    assert.deepEqual(config.clusters, {
+      healthIntervalSeconds: 60,
+      probeTimeoutMs: 3000,
+      inClusterDir: '/var/run/secrets/kubernetes.io/serviceaccount',
+      inClusterServer: '',
+    });
+    assert.equal(config.clusterRequestTimeoutSeconds, 30);
+    assert.equal(config.bootstrap.inCluster, false);
+    assert.equal(config.bootstrap.kubeconfigFile, undefined);
+  });
+
+  test('cluster settings: the in-cluster server from the pod environment, or overridden', () => {
+    const pod = loadConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' });
+    assert.equal(pod.clusters.inClusterServer, 'https://10.96.0.1:443');
+    const v6 = loadConfig({ KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '6443' });
+    assert.equal(v6.clusters.inClusterServer, 'https://[fd00::1]:6443');
+    const config = loadConfig({
+      KUBERNETES_SERVICE_HOST: '10.96.0.1',
+      CAS_IN_CLUSTER_SERVER: 'https://127.0.0.1:6443/',
+      CAS_IN_CLUSTER_DIR: '/tmp/sa',
+      CAS_CLUSTER_HEALTH_INTERVAL_SECONDS: '0',
+      CAS_CLUSTER_PROBE_TIMEOUT_MS: '500',
+      CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS: '90',
+      CAS_BOOTSTRAP_KUBECONFIG_FILE: '/etc/cas/kubeconfig',
+    });
+    assert.deepEqual(config.clusters, {
+      healthIntervalSeconds: 0,
+      probeTimeoutMs: 500,
+      inClusterDir: '/tmp/sa',
+      inClusterServer: 'https://127.0.0.1:6443',
+    });
+    assert.equal(config.clusterRequestTimeoutSeconds, 90);
+    assert.equal(config.bootstrap.kubeconfigFile, '/etc/cas/kubeconfig');
   });
 
   test('postgres URL, origins and key are read', () => {
@@ -38,6 +71,13 @@ describe('configuration', () => {
       [{ CAS_SESSION_IDLE_SECONDS: '9000', CAS_SESSION_MAX_SECONDS: '600' }, /CAS_SESSION_IDLE_SECONDS/],
       [{ CAS_BOOTSTRAP_USERNAME: 'root' }, /CAS_BOOTSTRAP_PASSWORD/],
       [{ CAS_TRUST_PROXY: 'maybe' }, /CAS_TRUST_PROXY/],
+      [{ CAS_CLUSTER_HEALTH_INTERVAL_SECONDS: '-1' }, /CAS_CLUSTER_HEALTH_INTERVAL_SECONDS/],
+      [{ CAS_CLUSTER_PROBE_TIMEOUT_MS: '10' }, /CAS_CLUSTER_PROBE_TIMEOUT_MS/],
+      [{ CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS: '0' }, /CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS/],
+      [{ CAS_IN_CLUSTER_SERVER: 'http://10.0.0.1' }, /CAS_IN_CLUSTER_SERVER/],
+      [{ CAS_IN_CLUSTER_SERVER: 'not a url' }, /CAS_IN_CLUSTER_SERVER/],
+      [{ CAS_BOOTSTRAP_IN_CLUSTER: 'perhaps' }, /CAS_BOOTSTRAP_IN_CLUSTER/],
+      [{ CAS_BOOTSTRAP_IN_CLUSTER: 'true', CAS_BOOTSTRAP_KUBECONFIG_FILE: '/k' }, /CAS_BOOTSTRAP_KUBECONFIG_FILE/],
     ];
     for (const [env, pattern] of cases) {
       assert.throws(

@@ -1,0 +1,193 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { request } from 'node:https';
+import { Repository } from 'typeorm';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { ClusterClientFactory, ClusterUnusableError } from './cluster-client.factory.js';
+import type { ClusterConnection } from './cluster-connection.js';
+import { ClusterEntity, type ProbeStatus } from './cluster.entity.js';
+
+export interface ProbeResult {
+  status: ProbeStatus;
+  /** `gitVersion`, when the cluster answered. */
+  version?: string;
+  error: string | null;
+}
+
+const USER_AGENT = 'cluster-admin-service/1 (health)';
+const MAX_BODY = 64 * 1024;
+const PARALLEL_PROBES = 8;
+/** Failures that mean nothing answered (as opposed to something answering wrongly). */
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ECONNABORTED',
+]);
+
+class ProbeTimeout extends Error {}
+
+/**
+ * Keeps each cluster's `version` and `status` current: one probe (`GET /version`, short time-out)
+ * after each create or update, and all enabled clusters in the background. Probes never fail the
+ * request that caused them, and a slow cluster costs at most the probe time-out.
+ */
+@Injectable()
+export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(ClusterHealthService.name);
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopped = false;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
+    private readonly factory: ClusterClientFactory,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const seconds = this.config.clusters.healthIntervalSeconds;
+    if (seconds === 0) return;
+    this.timer = setInterval(() => void this.tick(), seconds * 1000).unref();
+    void this.tick();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /**
+   * One background round. Every replica runs it for now; the seam for a single leader (issue 6) is
+   * here: decide whether this replica leads, then refreshAll().
+   */
+  private tick(): Promise<void> {
+    if (this.running || this.stopped) return this.running ?? Promise.resolve();
+    this.running = this.refreshAll()
+      .catch((error) => this.logger.warn(`cluster health refresh failed: ${(error as Error).message}`))
+      .finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  /** Probes every enabled cluster, a few at a time, and stores the results. */
+  async refreshAll(): Promise<void> {
+    const rows = await this.clusters.find({ select: { id: true, enabled: true } });
+    this.factory.keepOnly(rows.map((r) => r.id));
+    const queue = rows.filter((r) => r.enabled).map((r) => r.id);
+    const worker = async () => {
+      for (let id = queue.shift(); id !== undefined && !this.stopped; id = queue.shift()) await this.refresh(id);
+    };
+    await Promise.all(Array.from({ length: Math.min(PARALLEL_PROBES, queue.length) }, worker));
+  }
+
+  /**
+   * Probes one cluster and stores the result, unless the cluster changed meanwhile (a newer probe
+   * will tell). Never throws: a failure is logged and leaves the stored status as it was.
+   */
+  async refresh(id: number): Promise<void> {
+    try {
+      const cluster = await this.clusters.findOne({
+        where: { id },
+        select: { id: true, name: true, enabled: true, generation: true },
+      });
+      if (!cluster || !cluster.enabled) return;
+      let result: ProbeResult;
+      try {
+        result = await this.probe(await this.factory.connect(cluster));
+      } catch (error) {
+        if (!(error instanceof ClusterUnusableError)) throw error;
+        result = { status: 'error', error: error.message };
+      }
+      await this.clusters.update(
+        { id, generation: cluster.generation },
+        {
+          status: result.status,
+          error: result.error?.slice(0, 1024) ?? null,
+          checkedAt: new Date(),
+          ...(result.version !== undefined ? { version: result.version.slice(0, 128) } : {}),
+        },
+      );
+    } catch (error) {
+      if (!this.stopped) this.logger.warn(`health check of cluster ${id} failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** `GET /version` within the probe time-out. */
+  async probe(connection: ClusterConnection): Promise<ProbeResult> {
+    try {
+      return await this.probeOnce(connection);
+    } catch (error) {
+      // A kept-alive socket the server had closed: the request never reached it; try a fresh one.
+      if ((error as { reusedSocket?: boolean }).reusedSocket) {
+        return this.probeOnce(connection).catch((e) => this.failure(e));
+      }
+      return this.failure(error);
+    }
+  }
+
+  private probeOnce(connection: ClusterConnection): Promise<ProbeResult> {
+    const timeoutMs = this.config.clusters.probeTimeoutMs;
+    const base = connection.server.href.endsWith('/') ? connection.server.href : `${connection.server.href}/`;
+    return new Promise((resolve, reject) => {
+      const req = request(
+        new URL('version', base),
+        {
+          method: 'GET',
+          agent: connection.agent,
+          headers: { accept: 'application/json', 'user-agent': USER_AGENT, ...connection.authHeaders() },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            size += chunk.length;
+            if (size <= MAX_BODY) chunks.push(chunk);
+          });
+          res.on('error', reject);
+          res.on('end', () => {
+            clearTimeout(timer);
+            resolve(interpret(res.statusCode ?? 0, res.statusMessage ?? '', Buffer.concat(chunks).toString('utf8')));
+          });
+        },
+      );
+      const timer = setTimeout(() => req.destroy(new ProbeTimeout(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      req.on('error', (error: Error & { reusedSocket?: boolean }) => {
+        clearTimeout(timer);
+        error.reusedSocket = (req as { reusedSocket?: boolean }).reusedSocket && !(error instanceof ProbeTimeout);
+        reject(error);
+      });
+      req.end();
+    });
+  }
+
+  private failure(error: unknown): ProbeResult {
+    const e = error as NodeJS.ErrnoException;
+    if (error instanceof ProbeTimeout) return { status: 'unreachable', error: e.message };
+    if (e.code && UNREACHABLE_CODES.has(e.code)) return { status: 'unreachable', error: e.message };
+    if (e.code && /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(e.code)) {
+      return { status: 'error', error: `TLS: ${e.message}` };
+    }
+    return { status: 'error', error: e.message || String(error) };
+  }
+}
+
+function interpret(statusCode: number, statusMessage: string, body: string): ProbeResult {
+  if (statusCode === 401 || statusCode === 403) {
+    return { status: 'error', error: `the cluster refused the credentials (HTTP ${statusCode} ${statusMessage})` };
+  }
+  if (statusCode !== 200)
+    return { status: 'error', error: `GET /version answered HTTP ${statusCode} ${statusMessage}` };
+  try {
+    const version = (JSON.parse(body) as { gitVersion?: unknown }).gitVersion;
+    if (typeof version === 'string' && version !== '') return { status: 'ok', version, error: null };
+  } catch {
+    /* reported below */
+  }
+  return { status: 'error', error: 'GET /version answered without a gitVersion: is this a Kubernetes API server?' };
+}

@@ -1,0 +1,90 @@
+import { Body, Controller, Delete, Get, Param, Post, Put } from '@nestjs/common';
+import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { Auth, Authenticated } from '../auth/auth.decorators.js';
+import type { Caller } from '../auth/caller.js';
+import { ApiErrors } from '../common/api-errors.js';
+import { ParseIdPipe } from '../common/id.pipe.js';
+import { ClustersService } from './clusters.service.js';
+import { CreateClusterDto, ImportClustersDto, UpdateClusterDto } from './dto/cluster-requests.dto.js';
+import {
+  AvailableClusterDto,
+  ClusterCreatedDto,
+  ClusterDto,
+  ClusterMessageDto,
+  ClustersImportedDto,
+} from './dto/cluster.dto.js';
+
+@ApiTags('Clusters')
+@Controller('admin/clusters')
+export class ClustersController {
+  constructor(private readonly clusters: ClustersService) {}
+
+  /** Lists the registered clusters with their version and health. The stored kubeconfig is never returned (`config` is `""`). */
+  @Authenticated({ admin: true })
+  @Get()
+  @ApiOkResponse({ type: ClusterDto, isArray: true })
+  listClusters(): Promise<ClusterDto[]> {
+    return this.clusters.listClusters();
+  }
+
+  /**
+   * Registers a cluster from a kubeconfig (its current or only context; inline credentials only) or
+   * as the cluster the service runs in. The first cluster becomes the default.
+   */
+  @Authenticated({ admin: true })
+  @Post()
+  @ApiCreatedResponse({ type: ClusterCreatedDto })
+  @ApiErrors(400, 409, 413)
+  createCluster(@Auth() caller: Caller, @Body() dto: CreateClusterDto): Promise<ClusterCreatedDto> {
+    return this.clusters.createCluster(dto, caller);
+  }
+
+  /** Changes the properties sent, and only those; `config` omitted or `""` keeps the stored kubeconfig. */
+  @Authenticated({ admin: true })
+  @Put(':id')
+  @ApiOkResponse({ type: ClusterMessageDto })
+  @ApiErrors(400, 404, 409, 413)
+  updateCluster(
+    @Auth() caller: Caller,
+    @Param('id', ParseIdPipe) id: number,
+    @Body() dto: UpdateClusterDto,
+  ): Promise<ClusterMessageDto> {
+    return this.clusters.updateCluster(id, dto, caller);
+  }
+
+  /** Deletes a cluster. The default cluster cannot be deleted. */
+  @Authenticated({ admin: true })
+  @Delete(':id')
+  @ApiOkResponse({ type: ClusterMessageDto })
+  @ApiErrors(400, 404, 409)
+  deleteCluster(@Auth() caller: Caller, @Param('id', ParseIdPipe) id: number): Promise<ClusterMessageDto> {
+    return this.clusters.deleteCluster(id, caller);
+  }
+
+  /**
+   * Initial setup: every context of a kubeconfig becomes a cluster named after it (`current-context`
+   * the default), or `{inCluster: true}` creates the cluster `in-cluster`. All or nothing; only while
+   * no cluster exists. Public while no user exists, then admin only.
+   */
+  @Authenticated({ admin: true, publicUntilFirstUser: true })
+  @Post('import')
+  @ApiCreatedResponse({ type: ClustersImportedDto })
+  @ApiErrors(400, 409, 413)
+  importClusters(@Auth() caller: Caller, @Body() dto: ImportClustersDto): Promise<ClustersImportedDto> {
+    return this.clusters.importClusters(dto, caller);
+  }
+}
+
+@ApiTags('Clusters')
+@Controller('clusters')
+export class AvailableClustersController {
+  constructor(private readonly clusters: ClustersService) {}
+
+  /** The enabled clusters, for a cluster picker: any signed-in user or API key may call it. */
+  @Authenticated()
+  @Get()
+  @ApiOkResponse({ type: AvailableClusterDto, isArray: true })
+  listAvailableClusters(): Promise<AvailableClusterDto[]> {
+    return this.clusters.listAvailableClusters();
+  }
+}
