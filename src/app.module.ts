@@ -7,6 +7,7 @@ import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
+import { ResourcesModule } from './resources/resources.module.js';
 import { UsersModule } from './users/users.module.js';
 
 @Module({})
@@ -14,7 +15,15 @@ export class AppModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(config), DatabaseModule, UsersModule, AuthModule, ClustersModule, HealthModule],
+      imports: [
+        ConfigModule.forRoot(config),
+        DatabaseModule,
+        UsersModule,
+        AuthModule,
+        ClustersModule,
+        HealthModule,
+        ResourcesModule,
+      ],
       providers: [
         {
           provide: APP_PIPE,

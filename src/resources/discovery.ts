@@ -83,7 +83,12 @@ export class ResourceDiscovery {
     return types;
   }
 
-  private async resourcesOf(conn: ClusterConnection, group: string, version: string, path: string): Promise<ResourceType[]> {
+  private async resourcesOf(
+    conn: ClusterConnection,
+    group: string,
+    version: string,
+    path: string,
+  ): Promise<ResourceType[]> {
     try {
       const list = await this.upstream.getJson<{ resources: APIResource[] }>(conn, path);
       return list.resources

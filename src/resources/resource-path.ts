@@ -37,13 +37,17 @@ export function parseResourceId(value: string): { plural: string; group: string 
 export function validateNamespace(value: string): void {
   if (value === ALL_NAMESPACES) return;
   if (value.length > 63 || !DNS_LABEL.test(value)) {
-    refuse(`namespace must be a DNS label (lower-case letters, digits, '-', at most 63 characters) or '${ALL_NAMESPACES}'`);
+    refuse(
+      `namespace must be a DNS label (lower-case letters, digits, '-', at most 63 characters) or '${ALL_NAMESPACES}'`,
+    );
   }
 }
 
 export function validateName(value: string): void {
   if (value.length === 0 || value.length > 253 || value === '.' || value === '..' || !OBJECT_NAME.test(value)) {
-    refuse(`name must be a single path segment of at most 253 printable characters, without '/', '%', '?', '#' or spaces`);
+    refuse(
+      `name must be a single path segment of at most 253 printable characters, without '/', '%', '?', '#' or spaces`,
+    );
   }
 }
 

@@ -1,4 +1,17 @@
-import { applyDecorators, Body, Controller, Delete, Get, Headers, Param, Patch, Post, Put, Query, Res } from '@nestjs/common';
+import {
+  applyDecorators,
+  Body,
+  Controller,
+  Delete,
+  Get,
+  Headers,
+  Param,
+  Patch,
+  Post,
+  Put,
+  Query,
+  Res,
+} from '@nestjs/common';
 import {
   ApiBadGatewayResponse,
   ApiBody,
@@ -52,7 +65,8 @@ const ResourceParams = (withName: boolean) =>
     ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' }),
     ApiParam({
       name: 'resource',
-      description: "Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)",
+      description:
+        'Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)',
       example: 'configmaps',
     }),
     ApiParam({
@@ -70,11 +84,14 @@ const ResourceParams = (withName: boolean) =>
     }),
     ApiResponse({
       status: 'default',
-      description: "Any other error the cluster returns, passed through with its status code",
+      description: 'Any other error the cluster returns, passed through with its status code',
       schema: { oneOf: [{ $ref: getSchemaPath(KubernetesStatusDto) }, { $ref: getSchemaPath(ErrorResponseDto) }] },
     }),
     ApiBadGatewayResponse({ description: 'The cluster could not be reached', type: ErrorResponseDto }),
-    ApiGatewayTimeoutResponse({ description: 'The cluster did not answer in time, or a waited delete did not finish', type: ErrorResponseDto }),
+    ApiGatewayTimeoutResponse({
+      description: 'The cluster did not answer in time, or a waited delete did not finish',
+      type: ErrorResponseDto,
+    }),
   );
 
 /**
@@ -90,7 +107,10 @@ export class ResourcesController {
   @Authenticated()
   @Get(':resource/:namespace')
   @ResourceParams(false)
-  @ApiOkResponse({ description: "The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)", schema: OBJECT })
+  @ApiOkResponse({
+    description: "The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)",
+    schema: OBJECT,
+  })
   async listResources(
     @Auth() caller: Caller,
     @Headers('x-cluster-name') cluster: string | undefined,
@@ -134,7 +154,10 @@ export class ResourcesController {
     @Query() query: WriteResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.createResource(caller, { cluster, resource, namespace }, body, query));
+    return sendAnswer(
+      reply,
+      await this.resources.createResource(caller, { cluster, resource, namespace }, body, query),
+    );
   }
 
   /** Replaces an object; the body must carry the current `metadata.resourceVersion` (a stale one is the cluster's 409). */
@@ -153,7 +176,10 @@ export class ResourcesController {
     @Query() query: WriteResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.replaceResource(caller, { cluster, resource, namespace, name }, body, query));
+    return sendAnswer(
+      reply,
+      await this.resources.replaceResource(caller, { cluster, resource, namespace, name }, body, query),
+    );
   }
 
   /** Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`. */
@@ -175,7 +201,10 @@ export class ResourcesController {
     @Query() query: PatchResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.patchResource(caller, { cluster, resource, namespace, name }, body, query));
+    return sendAnswer(
+      reply,
+      await this.resources.patchResource(caller, { cluster, resource, namespace, name }, body, query),
+    );
   }
 
   /**
@@ -196,6 +225,9 @@ export class ResourcesController {
     @Query() query: DeleteResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.deleteResource(caller, { cluster, resource, namespace, name }, query));
+    return sendAnswer(
+      reply,
+      await this.resources.deleteResource(caller, { cluster, resource, namespace, name }, query),
+    );
   }
 }

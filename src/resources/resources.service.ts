@@ -2,7 +2,11 @@ import { BadRequestException, ForbiddenException, GatewayTimeoutException, Injec
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Caller } from '../auth/caller.js';
-import { CLUSTER_CONNECTIONS, type ClusterConnection, type ClusterConnections } from '../clusters/cluster-connection.js';
+import {
+  CLUSTER_CONNECTIONS,
+  type ClusterConnection,
+  type ClusterConnections,
+} from '../clusters/cluster-connection.js';
 import { ResourceDiscovery } from './discovery.js';
 import type {
   DeleteResourceQueryDto,
@@ -107,15 +111,27 @@ export class ResourcesService {
     const contentType = patchContentType(q.patchType);
     const r = await this.resolve(caller, target, 'patch');
     if (body === undefined || body === null || typeof body !== 'object') {
-      throw new BadRequestException(['body must be the patch: a JSON object, or an array of operations with patchType=json']);
+      throw new BadRequestException([
+        'body must be the patch: a JSON object, or an array of operations with patchType=json',
+      ]);
     }
     const { patchType: _patchType, ...passThrough } = q;
-    return this.upstream.send(r.conn, { method: 'PATCH', path: r.path, query: query(passThrough), body: json(body), contentType });
+    return this.upstream.send(r.conn, {
+      method: 'PATCH',
+      path: r.path,
+      query: query(passThrough),
+      body: json(body),
+      contentType,
+    });
   }
 
   async deleteResource(caller: Caller, target: ResourceTarget, q: DeleteResourceQueryDto): Promise<ClusterAnswer> {
     const r = await this.resolve(caller, target, 'delete');
-    const options = deleteOptions({ force: q.force === 'true', cascade: q.cascade !== 'false', dryRun: q.dryRun === 'All' });
+    const options = deleteOptions({
+      force: q.force === 'true',
+      cascade: q.cascade !== 'false',
+      dryRun: q.dryRun === 'All',
+    });
     const res = await this.upstream.send(r.conn, { method: 'DELETE', path: r.path, body: json(options) });
     if (q.wait === 'false' || q.dryRun === 'All' || (res.statusCode ?? 500) >= 300) return res;
 
@@ -158,7 +174,9 @@ export class ResourcesService {
       throw new BadRequestException(['x-cluster-name header is required: name the target cluster']);
     }
     if (typeof clusterName !== 'string' || !CLUSTER_NAME.test(clusterName)) {
-      throw new BadRequestException(['x-cluster-name must be one cluster name: 1–253 printable characters without spaces']);
+      throw new BadRequestException([
+        'x-cluster-name must be one cluster name: 1–253 printable characters without spaces',
+      ]);
     }
     const { plural, group } = parseResourceId(target.resource);
     validateNamespace(target.namespace);
@@ -172,7 +190,9 @@ export class ResourcesService {
       throw new BadRequestException([`${id} is cluster-scoped: use '${ALL_NAMESPACES}' in place of the namespace`]);
     }
     if (type.namespaced && all && verb !== 'list') {
-      throw new BadRequestException([`${id} is namespaced: name a namespace ('${ALL_NAMESPACES}' only lists across all of them)`]);
+      throw new BadRequestException([
+        `${id} is namespaced: name a namespace ('${ALL_NAMESPACES}' only lists across all of them)`,
+      ]);
     }
     if (!caller.isAdmin && type.group === '' && type.plural === 'secrets') {
       throw new ForbiddenException('reading secrets needs the admin role');
@@ -188,7 +208,9 @@ export class ResourcesService {
     if (r.namespace !== null) {
       if (metadata.namespace === undefined || metadata.namespace === '') metadata.namespace = r.namespace;
       else if (metadata.namespace !== r.namespace) {
-        throw new BadRequestException([`metadata.namespace '${metadata.namespace}' differs from the namespace in the path '${r.namespace}'`]);
+        throw new BadRequestException([
+          `metadata.namespace '${metadata.namespace}' differs from the namespace in the path '${r.namespace}'`,
+        ]);
       }
     } else if (metadata.namespace) {
       throw new BadRequestException([`${r.type.plural} is cluster-scoped: metadata.namespace must be empty`]);

@@ -46,7 +46,10 @@ export class UpstreamClient {
       return await this.attempt(conn, request);
     } catch (error) {
       // A keep-alive connection the server closed meanwhile: the request never reached it, so retry once.
-      if ((error as { reusedSocket?: boolean }).reusedSocket && (error as NodeJS.ErrnoException).code === 'ECONNRESET') {
+      if (
+        (error as { reusedSocket?: boolean }).reusedSocket &&
+        (error as NodeJS.ErrnoException).code === 'ECONNRESET'
+      ) {
         return this.attempt(conn, request).catch((e) => this.fail(conn, e));
       }
       return this.fail(conn, error);
@@ -107,7 +110,9 @@ export class UpstreamClient {
 
   fail(conn: ClusterConnection, error: unknown): never {
     if (error instanceof UpstreamTimeout) {
-      throw new GatewayTimeoutException(`cluster '${conn.clusterName}' did not answer within ${this.timeoutMs / 1000} s`);
+      throw new GatewayTimeoutException(
+        `cluster '${conn.clusterName}' did not answer within ${this.timeoutMs / 1000} s`,
+      );
     }
     const code = (error as NodeJS.ErrnoException).code ?? '';
     if (UNREACHABLE.has(code) || code.startsWith('ERR_TLS') || code.includes('CERT') || code.startsWith('ERR_SSL')) {

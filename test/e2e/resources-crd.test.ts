@@ -45,7 +45,12 @@ describe('custom resources, with a CRD created during the test', () => {
             name: 'v1',
             served: true,
             storage: true,
-            schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', "x-kubernetes-preserve-unknown-fields": true } } } },
+            schema: {
+              openAPIV3Schema: {
+                type: 'object',
+                properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+              },
+            },
           },
         ],
       },
@@ -70,20 +75,31 @@ describe('custom resources, with a CRD created during the test', () => {
 
     const list = await call('GET', `widgets.${group}/${ns}`);
     assert.equal(list.status, 200);
-    assert.deepEqual(list.body.items.map((i: any) => i.metadata.name), ['w1']);
+    assert.deepEqual(
+      list.body.items.map((i: any) => i.metadata.name),
+      ['w1'],
+    );
     const got = await call('GET', `widgets.${group}/${ns}/w1`);
     assert.equal(got.body.spec.color, 'red');
 
-    const put = await call('PUT', `widgets.${group}/${ns}/w1`, { body: { ...got.body, spec: { size: 2, color: 'red' } } });
+    const put = await call('PUT', `widgets.${group}/${ns}/w1`, {
+      body: { ...got.body, spec: { size: 2, color: 'red' } },
+    });
     assert.equal(put.status, 200, put.text);
     const stale = await call('PUT', `widgets.${group}/${ns}/w1`, { body: { ...got.body, spec: { size: 3 } } });
     assert.equal(stale.status, 409);
     assert.equal(stale.body.reason, 'Conflict');
 
-    const merge = await call('PATCH', `widgets.${group}/${ns}/w1`, { query: { patchType: 'merge' }, body: { spec: { color: 'blue' } } });
+    const merge = await call('PATCH', `widgets.${group}/${ns}/w1`, {
+      query: { patchType: 'merge' },
+      body: { spec: { color: 'blue' } },
+    });
     assert.equal(merge.status, 200, merge.text);
     assert.deepEqual(merge.body.spec, { size: 2, color: 'blue' });
-    const json = await call('PATCH', `widgets.${group}/${ns}/w1`, { query: { patchType: 'json' }, body: [{ op: 'replace', path: '/spec/size', value: 5 }] });
+    const json = await call('PATCH', `widgets.${group}/${ns}/w1`, {
+      query: { patchType: 'json' },
+      body: [{ op: 'replace', path: '/spec/size', value: 5 }],
+    });
     assert.equal(json.status, 200, json.text);
     assert.equal(json.body.spec.size, 5);
     const strategic = await call('PATCH', `widgets.${group}/${ns}/w1`, { body: { spec: { size: 6 } } });

@@ -11,8 +11,11 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
   let cp: ControlPlane;
   let token: string;
   const ns = `crud-${process.pid}`;
-  const call = (method: string, url: string, options: { body?: unknown; query?: Record<string, string>; rawBody?: string } = {}) =>
-    request(t.app, method, `/api/v1/${url}`, { token, headers: { 'x-cluster-name': 'alpha' }, ...options });
+  const call = (
+    method: string,
+    url: string,
+    options: { body?: unknown; query?: Record<string, string>; rawBody?: string } = {},
+  ) => request(t.app, method, `/api/v1/${url}`, { token, headers: { 'x-cluster-name': 'alpha' }, ...options });
 
   before(async () => {
     cp = await sharedControlPlane('a');
@@ -28,16 +31,24 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
   });
 
   test('ConfigMap: create fills the namespace, get, list; a different body namespace is a 400', async () => {
-    const created = await call('POST', `configmaps/${ns}`, { body: { metadata: { name: 'cm1', labels: { app: 'x' } }, data: { a: '1' } } });
+    const created = await call('POST', `configmaps/${ns}`, {
+      body: { metadata: { name: 'cm1', labels: { app: 'x' } }, data: { a: '1' } },
+    });
     assert.equal(created.status, 201, created.text);
     assert.equal(created.body.kind, 'ConfigMap');
     assert.equal(created.body.metadata.namespace, ns);
     assert.equal(created.headers['content-type'], 'application/json');
 
-    const other = await call('POST', `configmaps/${ns}`, { body: { metadata: { name: 'cm2', namespace: 'default' }, data: {} } });
+    const other = await call('POST', `configmaps/${ns}`, {
+      body: { metadata: { name: 'cm2', namespace: 'default' }, data: {} },
+    });
     assert.equal(other.status, 400);
     assert.match(other.body.message.join(';'), /differs from the namespace in the path/);
-    assert.equal((await kubeRequest(cp, 'GET', `/api/v1/namespaces/default/configmaps/cm2`)).status, 404, 'nothing created');
+    assert.equal(
+      (await kubeRequest(cp, 'GET', `/api/v1/namespaces/default/configmaps/cm2`)).status,
+      404,
+      'nothing created',
+    );
 
     const got = await call('GET', `configmaps/${ns}/cm1`);
     assert.equal(got.status, 200);
@@ -47,18 +58,21 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
     assert.equal(list.status, 200);
     assert.equal(list.body.kind, 'ConfigMapList');
     assert.match(list.body.metadata.resourceVersion, /^\d+$/);
-    assert.deepEqual(list.body.items.map((i: any) => i.metadata.name), ['cm1']);
+    assert.deepEqual(
+      list.body.items.map((i: any) => i.metadata.name),
+      ['cm1'],
+    );
 
     const paged = await call('GET', `configmaps/${ns}`, { query: { limit: '1' } });
     assert.equal(paged.body.items.length, 1);
 
     const missing = await call('GET', `configmaps/${ns}/nope`);
     assert.equal(missing.status, 404);
-    assert.equal(missing.body.kind, 'Status', 'the cluster\'s Status passes through');
+    assert.equal(missing.body.kind, 'Status', "the cluster's Status passes through");
     assert.equal(missing.body.reason, 'NotFound');
   });
 
-  test('PUT: current resourceVersion → 200; stale → the cluster\'s 409; missing → 400; other name → 400', async () => {
+  test("PUT: current resourceVersion → 200; stale → the cluster's 409; missing → 400; other name → 400", async () => {
     await call('POST', `configmaps/${ns}`, { body: { metadata: { name: 'put1' }, data: { v: '1' } } });
     const current = (await call('GET', `configmaps/${ns}/put1`)).body;
     const updated = await call('PUT', `configmaps/${ns}/put1`, { body: { ...current, data: { v: '2' } } });
@@ -75,19 +89,26 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
     assert.equal(missing.status, 400);
     assert.match(missing.body.message.join(';'), /resourceVersion is required/);
 
-    const renamed = await call('PUT', `configmaps/${ns}/put1`, { body: { ...updated.body, metadata: { ...updated.body.metadata, name: 'other' } } });
+    const renamed = await call('PUT', `configmaps/${ns}/put1`, {
+      body: { ...updated.body, metadata: { ...updated.body.metadata, name: 'other' } },
+    });
     assert.equal(renamed.status, 400);
     assert.match(renamed.body.message.join(';'), /metadata.name must be 'put1'/);
     assert.deepEqual((await call('GET', `configmaps/${ns}/put1`)).body.data, { v: '2' }, 'nothing changed');
   });
 
   test('strategic, merge and JSON patch each change what they should; unknown patchType → 400', async () => {
-    await call('POST', `configmaps/${ns}`, { body: { metadata: { name: 'p1', labels: { keep: 'yes', drop: 'yes' } }, data: { a: '1', b: '2' } } });
+    await call('POST', `configmaps/${ns}`, {
+      body: { metadata: { name: 'p1', labels: { keep: 'yes', drop: 'yes' } }, data: { a: '1', b: '2' } },
+    });
     const strategic = await call('PATCH', `configmaps/${ns}/p1`, { body: { data: { c: '3' } } });
     assert.equal(strategic.status, 200, strategic.text);
     assert.deepEqual(strategic.body.data, { a: '1', b: '2', c: '3' });
 
-    const merge = await call('PATCH', `configmaps/${ns}/p1`, { query: { patchType: 'merge' }, body: { metadata: { labels: { drop: null } }, data: { a: null } } });
+    const merge = await call('PATCH', `configmaps/${ns}/p1`, {
+      query: { patchType: 'merge' },
+      body: { metadata: { labels: { drop: null } }, data: { a: null } },
+    });
     assert.equal(merge.status, 200, merge.text);
     assert.deepEqual(merge.body.metadata.labels, { keep: 'yes' });
     assert.deepEqual(merge.body.data, { b: '2', c: '3' });
@@ -106,18 +127,24 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
     assert.equal(bad.status, 400);
     assert.match(bad.body.message.join(';'), /patchType/);
 
-    const failedTest = await call('PATCH', `configmaps/${ns}/p1`, { query: { patchType: 'json' }, body: [{ op: 'test', path: '/data/b', value: 'nope' }] });
+    const failedTest = await call('PATCH', `configmaps/${ns}/p1`, {
+      query: { patchType: 'json' },
+      body: [{ op: 'test', path: '/data/b', value: 'nope' }],
+    });
     assert.ok(failedTest.status >= 400 && failedTest.status < 500);
     assert.equal(failedTest.body.kind, 'Status');
   });
 
-  test('an invalid object → the cluster\'s 422; dryRun stores nothing', async () => {
+  test("an invalid object → the cluster's 422; dryRun stores nothing", async () => {
     const invalid = await call('POST', `configmaps/${ns}`, { body: { metadata: { name: 'Not_Valid!' }, data: {} } });
     assert.equal(invalid.status, 422);
     assert.equal(invalid.body.kind, 'Status');
     assert.equal(invalid.body.reason, 'Invalid');
 
-    const dry = await call('POST', `configmaps/${ns}`, { query: { dryRun: 'All' }, body: { metadata: { name: 'dry' }, data: {} } });
+    const dry = await call('POST', `configmaps/${ns}`, {
+      query: { dryRun: 'All' },
+      body: { metadata: { name: 'dry' }, data: {} },
+    });
     assert.equal(dry.status, 201);
     assert.equal((await kubeRequest(cp, 'GET', `/api/v1/namespaces/${ns}/configmaps/dry`)).status, 404);
   });
@@ -128,19 +155,27 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
       spec: {
         replicas: 1,
         selector: { matchLabels: { app: 'web' } },
-        template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx:1.25' }] } },
+        template: {
+          metadata: { labels: { app: 'web' } },
+          spec: { containers: [{ name: 'web', image: 'nginx:1.25' }] },
+        },
       },
     };
     const created = await call('POST', `deployments.apps/${ns}`, { body: deployment });
     assert.equal(created.status, 201, created.text);
     assert.equal(created.body.apiVersion, 'apps/v1', 'apiVersion and kind are filled from discovery');
     const replicaSets = async () =>
-      (await kubeRequest(cp, 'GET', `/apis/apps/v1/namespaces/${ns}/replicasets?labelSelector=app%3Dweb`)).body.items as any[];
+      (await kubeRequest(cp, 'GET', `/apis/apps/v1/namespaces/${ns}/replicasets?labelSelector=app%3Dweb`)).body
+        .items as any[];
     await waitFor('the first ReplicaSet', async () => (await replicaSets()).length === 1, 20_000);
 
     const restart = await call('PATCH', `deployments/${ns}/web`, {
       query: { patchType: 'merge' },
-      body: { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } } } },
+      body: {
+        spec: {
+          template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } },
+        },
+      },
     });
     assert.equal(restart.status, 200, restart.text);
     assert.ok(restart.body.spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt']);
@@ -148,7 +183,10 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
   });
 
   test('Namespace label through /namespaces/_all/<name>', async () => {
-    const res = await call('PATCH', `namespaces/_all/${ns}`, { query: { patchType: 'merge' }, body: { metadata: { labels: { team: 'platform' } } } });
+    const res = await call('PATCH', `namespaces/_all/${ns}`, {
+      query: { patchType: 'merge' },
+      body: { metadata: { labels: { team: 'platform' } } },
+    });
     assert.equal(res.status, 200, res.text);
     const direct = await kubeRequest(cp, 'GET', `/api/v1/namespaces/${ns}`);
     assert.equal(direct.body.metadata.labels.team, 'platform');
@@ -159,10 +197,15 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
     assert.equal(nodes.status, 200);
     assert.ok(nodes.body.items.some((n: any) => n.metadata.name === 'kube-system'));
 
-    const role = await call('GET', 'clusterroles.rbac.authorization.k8s.io/_all/system:controller:namespace-controller');
+    const role = await call(
+      'GET',
+      'clusterroles.rbac.authorization.k8s.io/_all/system:controller:namespace-controller',
+    );
     assert.equal(role.status, 200, role.text);
     assert.equal(role.body.metadata.name, 'system:controller:namespace-controller');
-    const created = await call('POST', 'clusterroles/_all', { body: { metadata: { name: `test:reader:${process.pid}` }, rules: [] } });
+    const created = await call('POST', 'clusterroles/_all', {
+      body: { metadata: { name: `test:reader:${process.pid}` }, rules: [] },
+    });
     assert.equal(created.status, 201, created.text);
     const deleted = await call('DELETE', `clusterroles/_all/test:reader:${process.pid}`);
     assert.equal(deleted.status, 200, deleted.text);

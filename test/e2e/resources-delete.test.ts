@@ -14,7 +14,8 @@ describe('DELETE on a real cluster', () => {
   const call = (method: string, url: string, options: { body?: unknown; query?: Record<string, string> } = {}) =>
     request(t.app, method, `/api/v1/${url}`, { token, headers: { 'x-cluster-name': 'alpha' }, ...options });
   const replicaSets = async (app: string) =>
-    (await kubeRequest(cp, 'GET', `/apis/apps/v1/namespaces/${ns}/replicasets?labelSelector=app%3D${app}`)).body.items as any[];
+    (await kubeRequest(cp, 'GET', `/apis/apps/v1/namespaces/${ns}/replicasets?labelSelector=app%3D${app}`)).body
+      .items as any[];
 
   async function deploymentWithReplicaSet(name: string) {
     const res = await call('POST', `deployments.apps/${ns}`, {
@@ -61,7 +62,7 @@ describe('DELETE on a real cluster', () => {
     assert.equal(left[0].metadata.ownerReferences, undefined, 'and is orphaned');
   });
 
-  test('wait=false answers at once with the cluster\'s own answer, object still marked for deletion', async () => {
+  test("wait=false answers at once with the cluster's own answer, object still marked for deletion", async () => {
     await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
       metadata: { name: 'held-nowait', finalizers: ['example.com/hold'] },
     });
@@ -70,7 +71,13 @@ describe('DELETE on a real cluster', () => {
     assert.ok(Date.now() - started < 2000);
     assert.ok([200, 202].includes(res.status), res.text);
     assert.ok(res.body.metadata.deletionTimestamp, 'the cluster answered with the object marked for deletion');
-    await kubeRequest(cp, 'PATCH', `/api/v1/namespaces/${ns}/configmaps/held-nowait`, { metadata: { finalizers: null } }, { contentType: 'application/merge-patch+json' });
+    await kubeRequest(
+      cp,
+      'PATCH',
+      `/api/v1/namespaces/${ns}/configmaps/held-nowait`,
+      { metadata: { finalizers: null } },
+      { contentType: 'application/merge-patch+json' },
+    );
   });
 
   test('force=true sends grace period 0 (seen in the audit log)', async () => {
@@ -78,14 +85,18 @@ describe('DELETE on a real cluster', () => {
     const res = await call('DELETE', `configmaps/${ns}/forced`, { query: { force: 'true' } });
     assert.equal(res.status, 200, res.text);
     const event = await waitFor('the audit event of the delete', async () =>
-      (await readAudit(cp)).find((e) => e.verb === 'delete' && e.objectRef?.namespace === ns && e.objectRef?.name === 'forced'),
+      (await readAudit(cp)).find(
+        (e) => e.verb === 'delete' && e.objectRef?.namespace === ns && e.objectRef?.name === 'forced',
+      ),
     );
     assert.equal(event.requestObject?.gracePeriodSeconds, 0);
     assert.equal(event.requestObject?.propagationPolicy, 'Foreground');
   });
 
   test('an object held by a finalizer → 504 after timeoutSeconds; still there with its finalizer', async () => {
-    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'held', finalizers: ['example.com/hold'] } });
+    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+      metadata: { name: 'held', finalizers: ['example.com/hold'] },
+    });
     const started = Date.now();
     const res = await call('DELETE', `configmaps/${ns}/held`, { query: { timeoutSeconds: '2' } });
     const took = Date.now() - started;
@@ -96,15 +107,25 @@ describe('DELETE on a real cluster', () => {
     assert.equal(still.status, 200);
     assert.ok(still.body.metadata.deletionTimestamp);
     assert.deepEqual(still.body.metadata.finalizers, ['example.com/hold'], 'finalizers are never stripped');
-    await kubeRequest(cp, 'PATCH', `/api/v1/namespaces/${ns}/configmaps/held`, { metadata: { finalizers: null } }, { contentType: 'application/merge-patch+json' });
+    await kubeRequest(
+      cp,
+      'PATCH',
+      `/api/v1/namespaces/${ns}/configmaps/held`,
+      { metadata: { finalizers: null } },
+      { contentType: 'application/merge-patch+json' },
+    );
   });
 
-  test('delete of a missing object passes the cluster\'s 404 through; bad timeoutSeconds → 400', async () => {
+  test("delete of a missing object passes the cluster's 404 through; bad timeoutSeconds → 400", async () => {
     const missing = await call('DELETE', `configmaps/${ns}/never-existed`);
     assert.equal(missing.status, 404);
     assert.equal(missing.body.reason, 'NotFound');
     for (const value of ['0', '301', 'soon']) {
-      assert.equal((await call('DELETE', `configmaps/${ns}/x`, { query: { timeoutSeconds: value } })).status, 400, value);
+      assert.equal(
+        (await call('DELETE', `configmaps/${ns}/x`, { query: { timeoutSeconds: value } })).status,
+        400,
+        value,
+      );
     }
   });
 });

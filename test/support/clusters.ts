@@ -21,7 +21,13 @@ export function kubeconfigFor(
     apiVersion: 'v1',
     kind: 'Config',
     clusters: [
-      { name: context, cluster: { server: options.server ?? cp.server, 'certificate-authority-data': Buffer.from(cp.caData).toString('base64') } },
+      {
+        name: context,
+        cluster: {
+          server: options.server ?? cp.server,
+          'certificate-authority-data': Buffer.from(cp.caData).toString('base64'),
+        },
+      },
     ],
     users: [{ name: context, user }],
     contexts: [{ name: context, context: { cluster: context, user: context } }],

@@ -7,7 +7,13 @@ export function kubeGetRaw(cp: ControlPlane, path: string): Promise<{ status: nu
   return new Promise((resolve, reject) => {
     const req = https.get(
       new URL(path, cp.server),
-      { ca: cp.caData, cert: cp.adminCertData, key: cp.adminKeyData, agent: false, headers: { accept: 'application/json' } },
+      {
+        ca: cp.caData,
+        cert: cp.adminCertData,
+        key: cp.adminKeyData,
+        agent: false,
+        headers: { accept: 'application/json' },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -23,19 +29,29 @@ export function kubeGetRaw(cp: ControlPlane, path: string): Promise<{ status: nu
  * A ServiceAccount bound to cluster-admin and its token: a cluster identity of its own, so a test
  * can pick exactly its requests out of a shared control plane's audit log.
  */
-export async function serviceAccountToken(cp: ControlPlane, namespace: string, name: string): Promise<{ token: string; username: string }> {
+export async function serviceAccountToken(
+  cp: ControlPlane,
+  namespace: string,
+  name: string,
+): Promise<{ token: string; username: string }> {
   await kubeRequest(cp, 'POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
   await kubeRequest(cp, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
     metadata: { name: `${namespace}-${name}` },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
     subjects: [{ kind: 'ServiceAccount', name, namespace }],
   });
-  const token = await waitFor(`the token of ServiceAccount ${name}`, async () => {
-    const secrets = (await kubeRequest(cp, 'GET', `/api/v1/namespaces/${namespace}/secrets`)).body.items as any[];
-    const secret = secrets.find(
-      (s) => s.type === 'kubernetes.io/service-account-token' && s.metadata.annotations?.['kubernetes.io/service-account.name'] === name,
-    );
-    return secret?.data?.token ? Buffer.from(secret.data.token, 'base64').toString('utf8') : undefined;
-  }, 20_000);
+  const token = await waitFor(
+    `the token of ServiceAccount ${name}`,
+    async () => {
+      const secrets = (await kubeRequest(cp, 'GET', `/api/v1/namespaces/${namespace}/secrets`)).body.items as any[];
+      const secret = secrets.find(
+        (s) =>
+          s.type === 'kubernetes.io/service-account-token' &&
+          s.metadata.annotations?.['kubernetes.io/service-account.name'] === name,
+      );
+      return secret?.data?.token ? Buffer.from(secret.data.token, 'base64').toString('utf8') : undefined;
+    },
+    20_000,
+  );
   return { token, username: `system:serviceaccount:${namespace}:${name}` };
 }
