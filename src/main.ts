@@ -26,7 +26,8 @@ async function main(): Promise<void> {
     const drain = drainOf(app);
     logger.log(`${signal}: no new requests; waiting for ${drain.active} in flight`);
     const finished = await drain.drain(SHUTDOWN_GRACE_MS);
-    if (!finished) logger.warn(`${drain.active} requests still running after ${SHUTDOWN_GRACE_MS / 1000} s; stopping anyway`);
+    if (!finished)
+      logger.warn(`${drain.active} requests still running after ${SHUTDOWN_GRACE_MS / 1000} s; stopping anyway`);
     await app.close();
     logger.log('stopped');
     process.exit(0);

@@ -10,11 +10,23 @@ import { request } from '../support/http.js';
 import { serviceAccountToken } from '../support/kube.js';
 
 /** One HTTP/1.1 request with the path sent byte for byte as given. */
-function rawRequest(port: number, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+function rawRequest(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; text: string }> {
   const { body, ...rest } = headers;
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: '127.0.0.1', port, method, path, headers: { ...rest, ...(body ? { 'content-type': 'application/json' } : {}) }, agent: false },
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers: { ...rest, ...(body ? { 'content-type': 'application/json' } : {}) },
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

@@ -39,7 +39,8 @@ const roles: ResourceType = {
 /** The 400's messages: BadRequestException carries them in its body, not its message. */
 function refusedWith(pattern: RegExp) {
   return (error: unknown) =>
-    error instanceof BadRequestException && pattern.test(String((error.getResponse() as { message: string[] }).message));
+    error instanceof BadRequestException &&
+    pattern.test(String((error.getResponse() as { message: string[] }).message));
 }
 
 describe('resource paths', () => {
