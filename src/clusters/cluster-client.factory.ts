@@ -71,7 +71,8 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   /** The connection for a cluster at its current generation; builds (and caches) it on a miss. */
   connect(cluster: ClusterKey): Promise<ClusterConnection> {
     const cached = this.cache.get(cluster.id);
-    if (cached && cached.generation === cluster.generation) return cached.connection;
+    // Generations only grow: a newer cached connection also serves a caller that read an older row.
+    if (cached && cached.generation >= cluster.generation) return cached.connection;
     const connection = this.build(cluster.id);
     this.cache.set(cluster.id, { generation: cluster.generation, connection });
     connection.catch(() => {

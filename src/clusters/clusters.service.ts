@@ -106,6 +106,7 @@ export class ClustersService {
         await this.clearDefault(manager);
         changes.isDefault = true;
       }
+      if (Object.keys(changes).length === 0) return { name: cluster.name, reprobe: false };
       changes.updatedAt = new Date();
       try {
         await manager.update(ClusterEntity, { id }, changes);

@@ -245,6 +245,8 @@ describe('cluster registry', () => {
 
     assert.equal((await admin.put(`/api/v1/admin/clusters/${id}`, { body: { config: '' } })).status, 200);
     assert.deepEqual(await row(), original, 'config "" keeps the stored one');
+    assert.equal((await admin.put(`/api/v1/admin/clusters/${id}`, { body: {} })).status, 200);
+    assert.deepEqual(await get(), now, 'an empty update changes nothing, not even updatedAt');
 
     const renamed = await admin.put(`/api/v1/admin/clusters/${id}`, { body: { name: 'renamed' } });
     assert.equal(renamed.status, 200);
