@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'build/', 'node_modules/', 'src/database/migrations/**', 'coverage/'] },
+  { ignores: ['dist/', 'build/', '.build*/', 'node_modules/', 'src/database/migrations/**', 'coverage/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
