@@ -2,7 +2,7 @@
 // `a` started in-process with startControlPlane, `b` through the CLI
 // (`cli.js up`, attached via its state dir) -- two in all, shared by the tests.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import https from 'node:https';
@@ -61,6 +61,11 @@ describe('kubernetes control plane harness', () => {
   let bDown = false;
   const bName = `harness-test-${process.pid}`;
 
+  // `b` outlives this process by design (CLI): take it down even if the tests crash
+  process.once('exit', () => {
+    if (!bDown) execFileSync(process.execPath, [cliPath, 'down', bName], { stdio: 'ignore' });
+  });
+
   before(async () => {
     const [cpA, upB] = await Promise.all([startControlPlane('harness-a'), cli('up', bName)]);
     a = cpA;
@@ -74,6 +79,7 @@ describe('kubernetes control plane harness', () => {
   after(async () => {
     if (a && !aStopped) await a.stop();
     if (!bDown) await cli('down', bName);
+    bDown = true;
   });
 
   test('/version reports v1.20.2 on both control planes', async () => {
