@@ -45,6 +45,8 @@ log "installing what the tests need"
 ensure_postgres
 if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f scripts/kube/ensure-binaries.sh ]; then
   bash scripts/kube/ensure-binaries.sh || { echo "could not build the Kubernetes control plane binaries"; exit 1; }
+  KUBECTL_BIN=$(bash scripts/kube/ensure-kubectl.sh) || { echo "could not get Debian's kubectl"; exit 1; }
+  export KUBECTL_BIN
 fi
 ensure_node_modules
 

@@ -3,6 +3,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { request } from 'node:https';
 import { Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { Leases } from '../database/leases.js';
 import { ClusterClientFactory, ClusterUnusableError } from './cluster-client.factory.js';
 import type { ClusterConnection } from './cluster-connection.js';
 import { ClusterEntity, type ProbeStatus } from './cluster.entity.js';
@@ -15,6 +16,8 @@ export interface ProbeResult {
 }
 
 const USER_AGENT = 'cluster-admin-service/1 (health)';
+/** Background polling runs on the one replica holding this lease. */
+export const HEALTH_LEASE = 'cluster-health';
 const MAX_BODY = 64 * 1024;
 const PARALLEL_PROBES = 8;
 /** Failures that mean nothing answered (as opposed to something answering wrongly). */
@@ -48,6 +51,7 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
     private readonly factory: ClusterClientFactory,
+    private readonly leases: Leases,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -61,15 +65,22 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
     this.stopped = true;
     clearInterval(this.timer);
     await this.running;
+    if (this.config.clusters.healthIntervalSeconds > 0) {
+      await this.leases.release(HEALTH_LEASE).catch(() => undefined);
+    }
   }
 
   /**
-   * One background round. Every replica runs it for now; the seam for a single leader (issue 6) is
-   * here: decide whether this replica leads, then refreshAll().
+   * One background round, on the replica holding the health lease only: with several replicas each
+   * cluster is still probed once per interval. The lease outlives two intervals, so a leader that
+   * stops is replaced within that time.
    */
   private tick(): Promise<void> {
     if (this.running || this.stopped) return this.running ?? Promise.resolve();
-    this.running = this.refreshAll()
+    const ttlMs = this.config.clusters.healthIntervalSeconds * 2000 + 1000;
+    this.running = this.leases
+      .acquire(HEALTH_LEASE, ttlMs)
+      .then((leader) => (leader ? this.refreshAll() : undefined))
       .catch((error) => this.logger.warn(`cluster health refresh failed: ${(error as Error).message}`))
       .finally(() => (this.running = undefined));
     return this.running;

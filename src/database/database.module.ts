@@ -2,6 +2,8 @@ import { Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { dataSourceOptions } from './data-source.js';
+import { LeaseEntity } from './lease.entity.js';
+import { Leases } from './leases.js';
 import { Transactions } from './transactions.js';
 
 @Global()
@@ -11,8 +13,9 @@ import { Transactions } from './transactions.js';
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => ({ ...dataSourceOptions(config), migrationsRun: true }),
     }),
+    TypeOrmModule.forFeature([LeaseEntity]),
   ],
-  providers: [Transactions],
-  exports: [Transactions],
+  providers: [Transactions, Leases],
+  exports: [Transactions, Leases],
 })
 export class DatabaseModule {}

@@ -5,10 +5,12 @@ import { ClusterEntity } from '../clusters/cluster.entity.js';
 import { RoleEntity } from '../users/role.entity.js';
 import { UserEntity } from '../users/user.entity.js';
 import { AppLockEntity } from './app-lock.entity.js';
+import { LeaseEntity } from './lease.entity.js';
 
 /** Every entity of the service; the data source and the migration generator both use this list. */
 export const ENTITIES = [
   AppLockEntity,
+  LeaseEntity,
   RoleEntity,
   UserEntity,
   SessionEntity,
