@@ -3,9 +3,6 @@ import { createApp } from './app.js';
 import { drainOf } from './common/drain.js';
 import { ConfigError, loadConfig } from './config/config.js';
 
-/** How long in-flight requests (a waited delete, say) may take to finish after SIGTERM. */
-const SHUTDOWN_GRACE_MS = Number(process.env.CAS_SHUTDOWN_GRACE_SECONDS || 30) * 1000;
-
 async function main(): Promise<void> {
   let config;
   try {
@@ -24,10 +21,11 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     const drain = drainOf(app);
+    const graceMs = config.shutdownGraceSeconds * 1000;
     logger.log(`${signal}: no new requests; waiting for ${drain.active} in flight`);
-    const finished = await drain.drain(SHUTDOWN_GRACE_MS);
+    const finished = await drain.drain(graceMs);
     if (!finished)
-      logger.warn(`${drain.active} requests still running after ${SHUTDOWN_GRACE_MS / 1000} s; stopping anyway`);
+      logger.warn(`${drain.active} requests still running after ${config.shutdownGraceSeconds} s; stopping anyway`);
     await app.close();
     logger.log('stopped');
     process.exit(0);
@@ -37,4 +35,8 @@ async function main(): Promise<void> {
   await app.listen({ port: config.port, host: config.host });
 }
 
-void main();
+main().catch((error: unknown) => {
+  // Start-up failed (database unreachable, a bootstrap kubeconfig refused, …): say why, without a stack trace.
+  console.error(`start-up failed: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+});

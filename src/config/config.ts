@@ -21,6 +21,8 @@ export interface AppConfig {
   clusters: ClustersConfig;
   /** Time-out of one request to a cluster on the resource routes. */
   clusterRequestTimeoutSeconds: number;
+  /** After SIGTERM, how long requests in flight (a waited delete, say) may take to finish. */
+  shutdownGraceSeconds: number;
 }
 
 export interface ClustersConfig {
@@ -182,6 +184,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     bootstrap,
     clusters: clustersFrom(env),
     clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
+    shutdownGraceSeconds: integer(env, 'CAS_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600),
   };
 }
 
