@@ -29,10 +29,10 @@ describe(
       const db = await createPostgresDatabase();
       dropDatabase = db.drop;
       // Replicas share the database and the encryption key (CONTRACT §9).
-    const env = {
-      CAS_CLUSTER_HEALTH_INTERVAL_SECONDS: String(HEALTH_INTERVAL_SECONDS),
-      CAS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-    };
+      const env = {
+        CAS_CLUSTER_HEALTH_INTERVAL_SECONDS: String(HEALTH_INTERVAL_SECONDS),
+        CAS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      };
       replicas.push(await startTestApp({ databaseUrl: db.url, env }));
       replicas.push(...(await Promise.all([1, 2].map(() => startTestApp({ databaseUrl: db.url, env })))));
       token = await login(on(0), await createUser(on(0), { role: 'admin' }));

@@ -3,18 +3,11 @@ import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { kubeRequest, sharedControlPlane, type ControlPlane } from '../harness/control-plane.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { closedPort } from '../support/kubeconfigs.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { kubeGetRaw } from '../support/kube.js';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 describe('clusters that refuse, hang, or send a lot', () => {
   let t: TestApp;
@@ -31,7 +24,12 @@ describe('clusters that refuse, hang, or send a lot', () => {
     t = await startTestApp({ env: { CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS: '2' } });
     token = (await signedIn(t, 'admin')).token;
     await registerCluster(t, token, 'alpha', kubeconfigFor(cp));
-    await registerCluster(t, token, 'refusing', kubeconfigFor(cp, { server: `https://127.0.0.1:${await freePort()}` }));
+    await registerCluster(
+      t,
+      token,
+      'refusing',
+      kubeconfigFor(cp, { server: `https://127.0.0.1:${await closedPort()}` }),
+    );
     // Accepts connections and never says a word.
     silent = net.createServer((socket) => sockets.push(socket));
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));

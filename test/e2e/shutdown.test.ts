@@ -1,21 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import { createPostgresDatabase, onPostgres } from '../support/app.js';
+import { closedPort } from '../support/kubeconfigs.js';
 import { kubeconfigFor } from '../support/clusters.js';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 describe('SIGTERM while a waited delete is in flight', () => {
   let cp: ControlPlane;
@@ -47,7 +39,7 @@ describe('SIGTERM while a waited delete is in flight', () => {
     dataDir = await mkdtemp(join(tmpdir(), 'cas-term-'));
     let databaseUrl = `sqlite:${join(dataDir, 'cas.sqlite')}`;
     if (onPostgres) ({ url: databaseUrl, drop } = await createPostgresDatabase());
-    const port = await freePort();
+    const port = await closedPort();
     base = `http://127.0.0.1:${port}`;
     child = spawn(process.execPath, ['build/src/main.js'], {
       env: {
