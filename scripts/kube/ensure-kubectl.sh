@@ -4,7 +4,7 @@
 # Prints the binary's path. KUBECTL_BIN points at one a user already has.
 set -euo pipefail
 if [ -n "${KUBECTL_BIN:-}" ] && [ -x "$KUBECTL_BIN" ]; then echo "$KUBECTL_BIN"; exit 0; fi
-dir="${XDG_CACHE_HOME:-$HOME/.cache}/cluster-admin-service/kube-v1.20.2/bin"
+dir="${CAS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cluster-admin-service}/kube-v1.20.2/bin"
 bin="$dir/kubectl"
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$dir"

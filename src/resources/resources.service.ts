@@ -1,4 +1,11 @@
-import { BadRequestException, ForbiddenException, GatewayTimeoutException, Inject, Injectable } from '@nestjs/common';
+import {
+  BadRequestException,
+  ForbiddenException,
+  GatewayTimeoutException,
+  Inject,
+  Injectable,
+  NotFoundException,
+} from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Caller } from '../auth/caller.js';
@@ -51,6 +58,8 @@ interface Resolved {
 }
 
 const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
+/** The service's own top-level path names: a path under them that no route matched is simply unknown. */
+const OWN_PATHS = new Set(['admin', 'auth']);
 const DEFAULT_DELETE_WAIT_SECONDS = 60;
 
 function query(values: object): URLSearchParams {
@@ -166,6 +175,9 @@ export class ResourcesService {
    * header, the path segments; then resolves the cluster, the resource type and the scope.
    */
   private async resolve(caller: Caller, target: ResourceTarget, verb: Verb): Promise<Resolved> {
+    if (OWN_PATHS.has(target.resource)) {
+      throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
+    }
     if (verb !== 'list' && verb !== 'get' && !caller.isAdmin) {
       throw new ForbiddenException('changing cluster resources needs the admin role');
     }

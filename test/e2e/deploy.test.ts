@@ -5,13 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
+import { kubeBinDir } from '../harness/binaries.js';
 import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 
 const run = promisify(execFile);
-const kubectl = process.env.KUBECTL_BIN || `${process.env.HOME}/.cache/cluster-admin-service/kube-v1.20.2/bin/kubectl`;
+const kubectl = process.env.KUBECTL_BIN || join(kubeBinDir(), 'kubectl');
 const NS = 'cluster-admin-service';
 
 describe('deploy/ manifests on a real control plane', () => {

@@ -35,6 +35,11 @@ describe('request ids, errors, limits, headers', () => {
     const missing = await request(t.app, 'GET', '/api/v1/no/such/route/here', { token });
     assert.equal(missing.status, 404);
     assert.equal(missing.body.error, 'Not Found');
+    // Under the service's own paths, an unknown route is a 404 too, not a resource call.
+    for (const url of ['/api/v1/admin/users/1', '/api/v1/auth/nothing/here', '/api/v1/admin/clusters/1']) {
+      const res = await request(t.app, 'GET', url, { token });
+      assert.equal(res.status, 404, url);
+    }
   });
 
   test('bodies over 1 MiB on admin routes → 413, nothing stored', async () => {
