@@ -19,3 +19,8 @@ export async function runSql<T = unknown>(
   const [query, values] = dataSource.driver.escapeQueryWithParameters(sql, bound);
   return dataSource.query(query, values);
 }
+
+/** A timestamp read by hand-written SQL: PostgreSQL gives a Date, SQLite the UTC text TypeORM stored. */
+export function dbDate(value: Date | string): Date {
+  return value instanceof Date ? value : new Date(`${value.replace(' ', 'T')}Z`);
+}
