@@ -53,10 +53,12 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   ) {}
 
   async forName(name: string): Promise<ClusterConnection> {
-    const cluster = await this.clusters.findOne({
-      where: { name },
-      select: { id: true, name: true, enabled: true, generation: true },
-    });
+    // On every resource call: the row is what makes a change on any replica visible at once, so keep it lean.
+    const cluster = await this.clusters
+      .createQueryBuilder('c')
+      .select(['c.id AS id', 'c.enabled AS enabled', 'c.generation AS generation'])
+      .where('c.name = :name', { name })
+      .getRawOne<{ id: number; enabled: boolean | number; generation: number }>();
     if (!cluster) throw new NotFoundException(`cluster '${name}' not found`);
     if (!cluster.enabled) throw new ConflictException(`cluster '${name}' is disabled`);
     try {
