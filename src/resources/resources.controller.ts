@@ -2,10 +2,10 @@ import {
   applyDecorators,
   Body,
   Controller,
+  createParamDecorator,
   Delete,
+  type ExecutionContext,
   Get,
-  Headers,
-  Param,
   Patch,
   Post,
   Put,
@@ -25,7 +25,7 @@ import {
   getSchemaPath,
   ApiExtraModels,
 } from '@nestjs/swagger';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IncomingMessage } from 'node:http';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
@@ -40,7 +40,14 @@ import {
   WriteResourceQueryDto,
 } from './dto/resource-query.dto.js';
 import { ALL_NAMESPACES } from './resource-path.js';
-import { type ClusterAnswer, ResourcesService } from './resources.service.js';
+import { type ClusterAnswer, type ResourceTarget, ResourcesService } from './resources.service.js';
+
+/** The target of a resource call: the `x-cluster-name` header and the path's resource, namespace and name. */
+const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget => {
+  const request = context.switchToHttp().getRequest<FastifyRequest<{ Params: Record<string, string> }>>();
+  const { resource, namespace, name } = request.params;
+  return { cluster: request.headers['x-cluster-name'], resource, namespace, name };
+});
 
 /** Headers of the cluster's answer that reach the caller; everything else stays behind. */
 const FORWARDED_HEADERS = ['content-type', 'content-length', 'warning'];
@@ -65,16 +72,18 @@ const ResourceParams = (withName: boolean) =>
     ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' }),
     ApiParam({
       name: 'resource',
+      type: String,
       description:
         'Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)',
       example: 'configmaps',
     }),
     ApiParam({
       name: 'namespace',
+      type: String,
       description: `Namespace, or \`${ALL_NAMESPACES}\` for cluster-scoped resources (and to list across all namespaces)`,
       example: 'default',
     }),
-    ...(withName ? [ApiParam({ name: 'name', description: 'Object name', example: 'my-config' })] : []),
+    ...(withName ? [ApiParam({ name: 'name', type: String, description: 'Object name', example: 'my-config' })] : []),
     ApiExtraModels(ErrorResponseDto, KubernetesStatusDto),
     ApiErrors(400, 404, 409, 413),
     ApiResponse({
@@ -113,13 +122,11 @@ export class ResourcesController {
   })
   async listResources(
     @Auth() caller: Caller,
-    @Headers('x-cluster-name') cluster: string | undefined,
-    @Param('resource') resource: string,
-    @Param('namespace') namespace: string,
+    @Target() target: ResourceTarget,
     @Query() query: ListResourcesQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.listResources(caller, { cluster, resource, namespace }, query));
+    return sendAnswer(reply, await this.resources.listResources(caller, target, query));
   }
 
   /** Reads one object. */
@@ -129,14 +136,11 @@ export class ResourcesController {
   @ApiOkResponse({ description: 'The object', schema: OBJECT })
   async getResource(
     @Auth() caller: Caller,
-    @Headers('x-cluster-name') cluster: string | undefined,
-    @Param('resource') resource: string,
-    @Param('namespace') namespace: string,
-    @Param('name') name: string,
+    @Target() target: ResourceTarget,
     @Query() query: GetResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.getResource(caller, { cluster, resource, namespace, name }, query));
+    return sendAnswer(reply, await this.resources.getResource(caller, target, query));
   }
 
   /** Creates an object; the namespace comes from the path (a different `metadata.namespace` is a 400). */
@@ -147,17 +151,12 @@ export class ResourcesController {
   @ApiCreatedResponse({ description: 'The created object', schema: OBJECT })
   async createResource(
     @Auth() caller: Caller,
-    @Headers('x-cluster-name') cluster: string | undefined,
-    @Param('resource') resource: string,
-    @Param('namespace') namespace: string,
+    @Target() target: ResourceTarget,
     @Body() body: unknown,
     @Query() query: WriteResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(
-      reply,
-      await this.resources.createResource(caller, { cluster, resource, namespace }, body, query),
-    );
+    return sendAnswer(reply, await this.resources.createResource(caller, target, body, query));
   }
 
   /** Replaces an object; the body must carry the current `metadata.resourceVersion` (a stale one is the cluster's 409). */
@@ -168,18 +167,12 @@ export class ResourcesController {
   @ApiOkResponse({ description: 'The updated object', schema: OBJECT })
   async replaceResource(
     @Auth() caller: Caller,
-    @Headers('x-cluster-name') cluster: string | undefined,
-    @Param('resource') resource: string,
-    @Param('namespace') namespace: string,
-    @Param('name') name: string,
+    @Target() target: ResourceTarget,
     @Body() body: unknown,
     @Query() query: WriteResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(
-      reply,
-      await this.resources.replaceResource(caller, { cluster, resource, namespace, name }, body, query),
-    );
+    return sendAnswer(reply, await this.resources.replaceResource(caller, target, body, query));
   }
 
   /** Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`. */
@@ -193,18 +186,12 @@ export class ResourcesController {
   @ApiOkResponse({ description: 'The patched object', schema: OBJECT })
   async patchResource(
     @Auth() caller: Caller,
-    @Headers('x-cluster-name') cluster: string | undefined,
-    @Param('resource') resource: string,
-    @Param('namespace') namespace: string,
-    @Param('name') name: string,
+    @Target() target: ResourceTarget,
     @Body() body: unknown,
     @Query() query: PatchResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(
-      reply,
-      await this.resources.patchResource(caller, { cluster, resource, namespace, name }, body, query),
-    );
+    return sendAnswer(reply, await this.resources.patchResource(caller, target, body, query));
   }
 
   /**
@@ -218,16 +205,10 @@ export class ResourcesController {
   @ApiResponse({ status: 202, description: 'With `wait=false`: the cluster accepted the deletion', schema: OBJECT })
   async deleteResource(
     @Auth() caller: Caller,
-    @Headers('x-cluster-name') cluster: string | undefined,
-    @Param('resource') resource: string,
-    @Param('namespace') namespace: string,
-    @Param('name') name: string,
+    @Target() target: ResourceTarget,
     @Query() query: DeleteResourceQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(
-      reply,
-      await this.resources.deleteResource(caller, { cluster, resource, namespace, name }, query),
-    );
+    return sendAnswer(reply, await this.resources.deleteResource(caller, target, query));
   }
 }
