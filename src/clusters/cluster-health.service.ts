@@ -1,11 +1,11 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { request } from 'node:https';
 import { Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { Leases } from '../database/leases.js';
 import { ClusterClientFactory, ClusterUnusableError } from './cluster-client.factory.js';
 import type { ClusterConnection } from './cluster-connection.js';
+import { classifyFailure, requestCluster } from './cluster-request.js';
 import { ClusterEntity, type ProbeStatus } from './cluster.entity.js';
 
 export interface ProbeResult {
@@ -20,21 +20,6 @@ const USER_AGENT = 'cluster-admin-service/1 (health)';
 export const HEALTH_LEASE = 'cluster-health';
 const MAX_BODY = 64 * 1024;
 const PARALLEL_PROBES = 8;
-/** Failures that mean nothing answered (as opposed to something answering wrongly). */
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ECONNABORTED',
-]);
-
-class ProbeTimeout extends Error {}
-
 /**
  * Keeps each cluster's `version` and `status` current: one probe (`GET /version`, short time-out)
  * after each create or update, and all enabled clusters in the background. Probes never fail the
@@ -129,62 +114,34 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
     }
   }
 
-  /** `GET /version` within the probe time-out. */
+  /** `GET /version` within the probe time-out; never throws. */
   async probe(connection: ClusterConnection): Promise<ProbeResult> {
     try {
-      return await this.probeOnce(connection);
-    } catch (error) {
-      // A kept-alive socket the server had closed: the request never reached it; try a fresh one.
-      if ((error as { reusedSocket?: boolean }).reusedSocket) {
-        return this.probeOnce(connection).catch((e) => this.failure(e));
-      }
-      return this.failure(error);
-    }
-  }
-
-  private probeOnce(connection: ClusterConnection): Promise<ProbeResult> {
-    const timeoutMs = this.config.clusters.probeTimeoutMs;
-    const base = connection.server.href.endsWith('/') ? connection.server.href : `${connection.server.href}/`;
-    return new Promise((resolve, reject) => {
-      const req = request(
-        new URL('version', base),
-        {
-          method: 'GET',
-          agent: connection.agent,
-          headers: { accept: 'application/json', 'user-agent': USER_AGENT, ...connection.authHeaders() },
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.on('data', (chunk: Buffer) => {
-            size += chunk.length;
-            if (size <= MAX_BODY) chunks.push(chunk);
-          });
-          res.on('error', reject);
-          res.on('end', () => {
-            clearTimeout(timer);
-            resolve(interpret(res.statusCode ?? 0, res.statusMessage ?? '', Buffer.concat(chunks).toString('utf8')));
-          });
-        },
-      );
-      const timer = setTimeout(() => req.destroy(new ProbeTimeout(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      req.on('error', (error: Error & { reusedSocket?: boolean }) => {
-        clearTimeout(timer);
-        error.reusedSocket = (req as { reusedSocket?: boolean }).reusedSocket && !(error instanceof ProbeTimeout);
-        reject(error);
+      const res = await requestCluster(connection, {
+        method: 'GET',
+        path: '/version',
+        userAgent: USER_AGENT,
+        timeoutMs: this.config.clusters.probeTimeoutMs,
       });
-      req.end();
-    });
-  }
-
-  private failure(error: unknown): ProbeResult {
-    const e = error as NodeJS.ErrnoException;
-    if (error instanceof ProbeTimeout) return { status: 'unreachable', error: e.message };
-    if (e.code && UNREACHABLE_CODES.has(e.code)) return { status: 'unreachable', error: e.message };
-    if (e.code && /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(e.code)) {
-      return { status: 'error', error: `TLS: ${e.message}` };
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of res) {
+        size += (chunk as Buffer).length;
+        if (size <= MAX_BODY) chunks.push(chunk as Buffer);
+      }
+      return interpret(res.statusCode ?? 0, res.statusMessage ?? '', Buffer.concat(chunks).toString('utf8'));
+    } catch (error) {
+      const message = (error as Error).message || String(error);
+      switch (classifyFailure(error)) {
+        case 'timeout':
+        case 'unreachable':
+          return { status: 'unreachable', error: message };
+        case 'tls':
+          return { status: 'error', error: `TLS: ${message}` };
+        default:
+          return { status: 'error', error: message };
+      }
     }
-    return { status: 'error', error: e.message || String(error) };
   }
 }
 

@@ -1,0 +1,93 @@
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import type { ClusterConnection } from './cluster-connection.js';
+
+export interface ClusterRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** A path below the connection's server URL, e.g. `/version` or `/api/v1/namespaces`. */
+  path: string;
+  query?: URLSearchParams;
+  body?: Buffer;
+  contentType?: string;
+  userAgent: string;
+  /** How long the answer may take to start, and how long its body may stall. */
+  timeoutMs: number;
+}
+
+/** The cluster did not answer (or stopped sending) within the request's time-out. */
+export class ClusterTimeoutError extends Error {}
+
+/**
+ * One request over a cluster connection, carrying only what the service sets: the cluster's
+ * credentials, Accept, Content-Type and User-Agent — never a header of a caller. The answer comes
+ * back unread. A kept-alive socket that the server had closed meanwhile is retried once: the
+ * request never reached the server.
+ */
+export async function requestCluster(conn: ClusterConnection, request: ClusterRequest): Promise<IncomingMessage> {
+  try {
+    return await attempt(conn, request);
+  } catch (error) {
+    if ((error as { reusedSocket?: boolean }).reusedSocket && (error as NodeJS.ErrnoException).code === 'ECONNRESET') {
+      return attempt(conn, request);
+    }
+    throw error;
+  }
+}
+
+function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<IncomingMessage> {
+  const url = conn.server;
+  const secure = url.protocol === 'https:';
+  const path = url.pathname.replace(/\/+$/, '') + request.path + (request.query?.size ? `?${request.query}` : '');
+  const headers: Record<string, string | number> = {
+    accept: 'application/json',
+    'user-agent': request.userAgent,
+    ...conn.authHeaders(),
+  };
+  if (request.body) {
+    headers['content-type'] = request.contentType ?? 'application/json';
+    headers['content-length'] = request.body.length;
+  }
+  return new Promise((resolve, reject) => {
+    const req = (secure ? https : http).request({
+      host: url.hostname.replace(/^\[|\]$/g, ''),
+      port: url.port || (secure ? 443 : 80),
+      method: request.method,
+      path,
+      headers,
+      agent: secure ? conn.agent : undefined,
+    });
+    const timeout = () => new ClusterTimeoutError(`no answer within ${request.timeoutMs} ms`);
+    const timer = setTimeout(() => req.destroy(timeout()), request.timeoutMs);
+    req.on('response', (res) => {
+      clearTimeout(timer);
+      res.setTimeout(request.timeoutMs, () => res.destroy(timeout()));
+      resolve(res);
+    });
+    req.on('error', (error) => {
+      clearTimeout(timer);
+      reject(Object.assign(error, { reusedSocket: req.reusedSocket && !(error instanceof ClusterTimeoutError) }));
+    });
+    req.end(request.body);
+  });
+}
+
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ECONNABORTED',
+]);
+
+/** Why a request to a cluster failed: no answer in time, nothing answering, a TLS failure, or anything else. */
+export function classifyFailure(error: unknown): 'timeout' | 'unreachable' | 'tls' | 'other' {
+  if (error instanceof ClusterTimeoutError) return 'timeout';
+  const code = (error as NodeJS.ErrnoException)?.code ?? '';
+  if (UNREACHABLE_CODES.has(code)) return 'unreachable';
+  if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code)) return 'tls';
+  return 'other';
+}
