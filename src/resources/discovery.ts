@@ -100,10 +100,6 @@ export class ResourceDiscovery {
       return [];
     }
   }
-
-  forget(clusterId: number): void {
-    this.snapshots.delete(clusterId);
-  }
 }
 
 function find(snapshot: Snapshot, plural: string, group: string | undefined): ResourceType | undefined {

@@ -75,21 +75,16 @@ export class UsersService {
   }
 
   async listUsers(query: ListUsersQueryDto): Promise<UserListDto> {
-    const filtered = this.users.createQueryBuilder('u');
-    this.applyFilters(filtered, query);
-    const total = await filtered.getCount();
-
     const direction = query.sortOrder === 'asc' ? 'ASC' : 'DESC';
-    const page = this.users.createQueryBuilder('u');
-    this.applyFilters(page, query);
-    if (query.sortBy === 'lastLoginAt') page.addOrderBy('CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END', 'ASC');
-    if (query.sortBy !== 'id')
-      page.addOrderBy(SORT_COLUMNS[query.sortBy] + this.textCollation(query.sortBy), direction);
-    page.addOrderBy('u.id', direction);
-    const users = await page
+    const qb = this.users.createQueryBuilder('u');
+    this.applyFilters(qb, query);
+    if (query.sortBy === 'lastLoginAt') qb.addOrderBy('CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END', 'ASC');
+    if (query.sortBy !== 'id') qb.addOrderBy(SORT_COLUMNS[query.sortBy] + this.textCollation(query.sortBy), direction);
+    qb.addOrderBy('u.id', direction);
+    const [users, total] = await qb
       .offset((query.page - 1) * query.size)
       .limit(query.size)
-      .getMany();
+      .getManyAndCount();
     await this.attachRoles(users);
     return { users: users.map(toUserResponse), total, page: query.page, size: query.size };
   }
