@@ -1,6 +1,6 @@
 import { Inject, Injectable, UnauthorizedException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { LessThan, Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { UsersService } from '../users/users.service.js';
 import { UserEntity } from '../users/user.entity.js';
@@ -47,6 +47,8 @@ export class AuthService {
     const now = new Date();
     const expiresAt = new Date(now.getTime() + this.config.session.maxSeconds * 1000);
     await this.sessions.insert({ tokenHash: sha256Hex(token), userId: user.id, lastSeenAt: now, expiresAt });
+    // Sessions past their absolute expiry that nobody presents again would otherwise stay forever.
+    await this.sessions.delete({ expiresAt: LessThan(now) });
     await this.users.update({ id: user.id }, { lastLoginAt: now });
     return { token, expiresAt, user: await this.usersService.getUser(user.id) };
   }

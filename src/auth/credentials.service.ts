@@ -1,6 +1,6 @@
 import { Inject, Injectable, UnauthorizedException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { LessThan, Repository } from 'typeorm';
+import { Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { dbDate, runSql } from '../database/sql.js';
 import { ROLE_ADMIN, type RoleName } from '../users/role.entity.js';
@@ -91,10 +91,5 @@ export class CredentialsService {
       isAdmin: role === ROLE_ADMIN,
       sessionId: null,
     };
-  }
-
-  /** Removes sessions past their absolute expiry (expired ones are refused anyway; this keeps the table small). */
-  async pruneExpiredSessions(): Promise<void> {
-    await this.sessions.delete({ expiresAt: LessThan(new Date()) });
   }
 }

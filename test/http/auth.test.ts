@@ -128,6 +128,18 @@ describe('session expiry', () => {
     assert.match(idleRes.body.message, /expired/);
     assert.equal((await request(t.app, 'GET', '/api/v1/auth/me', { token: old })).status, 401);
   });
+
+  test('sessions past their absolute expiry are removed at the next login, presented or not', async () => {
+    const user = await createUser(t);
+    await login(t, user);
+    const [row]: Array<{ id: number }> = await t.dataSource.query('SELECT id FROM sessions ORDER BY id DESC LIMIT 1');
+    await t.dataSource
+      .getRepository('SessionEntity')
+      .update({ id: row.id }, { expiresAt: new Date(Date.now() - 1000) });
+    await login(t, await createUser(t));
+    const left = await t.dataSource.query(`SELECT id FROM sessions WHERE id = ${row.id}`);
+    assert.deepEqual(left, []);
+  });
 });
 
 describe('login throttling', () => {
