@@ -47,7 +47,7 @@ export class AuthController {
   }
 
   /** Ends the caller's session (and clears the cookie). */
-  @Authenticated()
+  @Authenticated({ withoutRole: true })
   @Post('logout')
   @HttpCode(200)
   @ApiOkResponse({ type: SuccessResponseDto })
@@ -58,7 +58,7 @@ export class AuthController {
   }
 
   /** Who the caller is: a user, or an API key with its role. */
-  @Authenticated()
+  @Authenticated({ withoutRole: true })
   @Get('me')
   @ApiOkResponse({ type: CurrentUserDto })
   async getCurrentUser(@Auth() caller: Caller): Promise<CurrentUserDto> {

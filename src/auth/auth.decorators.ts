@@ -17,24 +17,34 @@ export interface AccessRule {
   admin: boolean;
   /** Anyone may call while no user exists yet (first-time setup); afterwards the rule applies. */
   publicUntilFirstUser: boolean;
+  /** Callable by an authenticated caller that holds no role (only `/auth/me` and logout). */
+  withoutRole: boolean;
 }
 
 export const SECURITY_SCHEMES = { apiKey: 'apiKey', bearer: 'bearer', cookie: 'session' } as const;
 
 /** Declares a route callable without credentials. */
 export function Public(): MethodDecorator & ClassDecorator {
-  return SetMetadata(ACCESS_METADATA, { public: true, admin: false, publicUntilFirstUser: false } satisfies AccessRule);
+  return SetMetadata(ACCESS_METADATA, {
+    public: true,
+    admin: false,
+    publicUntilFirstUser: false,
+    withoutRole: true,
+  } satisfies AccessRule);
 }
 
 /**
  * Declares who may call a route, and documents the same in OpenAPI. Routes with neither this nor
  * `@Public()` are refused by the global guard.
  */
-export function Authenticated(options: { admin?: boolean; publicUntilFirstUser?: boolean } = {}) {
+export function Authenticated(
+  options: { admin?: boolean; publicUntilFirstUser?: boolean; withoutRole?: boolean } = {},
+) {
   const rule: AccessRule = {
     public: false,
     admin: options.admin ?? false,
     publicUntilFirstUser: options.publicUntilFirstUser ?? false,
+    withoutRole: options.withoutRole ?? false,
   };
   return applyDecorators(
     SetMetadata(ACCESS_METADATA, rule),

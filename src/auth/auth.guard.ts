@@ -62,6 +62,9 @@ export class AuthGuard implements CanActivate {
     }
     const caller = await this.credentials.resolve(secret);
     if (rule.admin && !caller.isAdmin) throw new ForbiddenException('this route needs the admin role');
+    if (!rule.withoutRole && caller.roles.length === 0) {
+      throw new ForbiddenException('the caller has no role: ask an administrator for one');
+    }
     request.caller = caller;
     return true;
   }

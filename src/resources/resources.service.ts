@@ -8,6 +8,7 @@ import {
 } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Authorizer, type Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import {
   CLUSTER_CONNECTIONS,
@@ -46,8 +47,6 @@ export interface ResourceTarget {
 /** The cluster's answer: streamed as it arrives, or (waited deletes) read whole. */
 export type ClusterAnswer = IncomingMessage | { statusCode: number; contentType: string; body: Buffer };
 
-type Verb = 'list' | 'get' | 'create' | 'update' | 'patch' | 'delete';
-
 interface Resolved {
   conn: ClusterConnection;
   type: ResourceType;
@@ -85,6 +84,7 @@ export class ResourcesService {
     @Inject(CLUSTER_CONNECTIONS) private readonly clusters: ClusterConnections,
     private readonly discovery: ResourceDiscovery,
     private readonly upstream: UpstreamClient,
+    private readonly authorizer: Authorizer,
   ) {}
 
   async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
@@ -178,9 +178,6 @@ export class ResourcesService {
     if (OWN_PATHS.has(target.resource)) {
       throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
     }
-    if (verb !== 'list' && verb !== 'get' && !caller.isAdmin) {
-      throw new ForbiddenException('changing cluster resources needs the admin role');
-    }
     const clusterName = target.cluster;
     if (clusterName === undefined || clusterName === '') {
       throw new BadRequestException(['x-cluster-name header is required: name the target cluster']);
@@ -190,6 +187,8 @@ export class ResourcesService {
         'x-cluster-name must be one cluster name: 1–253 printable characters without spaces',
       ]);
     }
+    const attempt = this.authorizer.mayAttempt(caller, verb, clusterName);
+    if (!attempt.allowed) throw new ForbiddenException(attempt.reason);
     const { plural, group } = parseResourceId(target.resource);
     validateNamespace(target.namespace);
     if (target.name !== undefined) validateName(target.name);
@@ -206,10 +205,8 @@ export class ResourcesService {
         `${id} is namespaced: name a namespace ('${ALL_NAMESPACES}' only lists across all of them)`,
       ]);
     }
-    if (!caller.isAdmin && type.group === '' && type.plural === 'secrets') {
-      throw new ForbiddenException('reading secrets needs the admin role');
-    }
     const namespace = type.namespaced && !all ? target.namespace : null;
+    this.authorizer.require(caller, { verb, cluster: conn.clusterName, resource: id, namespace });
     const name = target.name ?? null;
     return { conn, type, namespace, name, path: resourcePath(type, namespace, name) };
   }
