@@ -155,7 +155,7 @@ export class ResourcesService {
   /** Polls the cluster itself (never a cache) until the object with this uid is gone; finalizers are left alone. */
   private async waitUntilGone(r: Resolved, uid: string, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    for (let pause = 100; ; pause = Math.min(pause * 2, 1000)) {
+    for (let pause = 100; ; pause = Math.min(pause * 2, 500)) {
       const res = await this.upstream.send(r.conn, { method: 'GET', path: r.path });
       const body = await this.upstream.readAll(r.conn, res);
       if (res.statusCode === 404) return;

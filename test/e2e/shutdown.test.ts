@@ -1,37 +1,20 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import { createPostgresDatabase, onPostgres } from '../support/app.js';
-import { closedPort } from '../support/kubeconfigs.js';
 import { kubeconfigFor } from '../support/clusters.js';
+import { startServiceProcess, type ServiceProcess } from '../support/service-process.js';
 
 describe('SIGTERM while a waited delete is in flight', () => {
   let cp: ControlPlane;
-  let child: ChildProcess;
+  let service: ServiceProcess;
   let dataDir: string;
   let drop: (() => Promise<void>) | undefined;
-  let base: string;
   const ns = `term-${process.pid}`;
-  const api = async (
-    method: string,
-    path: string,
-    options: { token?: string; body?: unknown; cluster?: string } = {},
-  ) => {
-    const res = await fetch(base + path, {
-      method,
-      headers: {
-        ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
-        ...(options.cluster ? { 'x-cluster-name': options.cluster } : {}),
-        ...(options.body ? { 'content-type': 'application/json' } : {}),
-      },
-      body: options.body ? JSON.stringify(options.body) : undefined,
-    });
-    return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
-  };
+  const api: ServiceProcess['api'] = (...args) => service.api(...args);
 
   before(async () => {
     cp = await sharedControlPlane('a');
@@ -39,30 +22,15 @@ describe('SIGTERM while a waited delete is in flight', () => {
     dataDir = await mkdtemp(join(tmpdir(), 'cas-term-'));
     let databaseUrl = `sqlite:${join(dataDir, 'cas.sqlite')}`;
     if (onPostgres) ({ url: databaseUrl, drop } = await createPostgresDatabase());
-    const port = await closedPort();
-    base = `http://127.0.0.1:${port}`;
-    child = spawn(process.execPath, ['build/src/main.js'], {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        CAS_DATA_DIR: dataDir,
-        DATABASE_URL: databaseUrl,
-        LOG_LEVEL: 'warn',
-        CAS_BOOTSTRAP_USERNAME: 'admin',
-        CAS_BOOTSTRAP_PASSWORD: 'admin-password-1',
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
+    service = await startServiceProcess({
+      CAS_DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl,
+      CAS_BOOTSTRAP_USERNAME: 'admin',
+      CAS_BOOTSTRAP_PASSWORD: 'admin-password-1',
     });
-    await waitFor(
-      'the service to listen',
-      async () => (await fetch(`${base}/readyz`).catch(() => undefined))?.ok,
-      30_000,
-      200,
-    );
   });
   after(async () => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (service.child.exitCode === null) service.child.kill('SIGKILL');
     await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);
     await drop?.();
     await rm(dataDir, { recursive: true, force: true });
@@ -81,18 +49,17 @@ describe('SIGTERM while a waited delete is in flight', () => {
       metadata: { name: 'held', finalizers: ['example.com/hold'] },
     });
 
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     const waited = api('DELETE', `/api/v1/configmaps/${ns}/held?timeoutSeconds=30`, { token, cluster: 'alpha' });
     await waitFor(
       'the delete to reach the cluster',
       async () =>
         (await kubeRequest(cp, 'GET', `/api/v1/namespaces/${ns}/configmaps/held`)).body.metadata?.deletionTimestamp,
     );
-    child.kill('SIGTERM');
+    service.child.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 300));
     const late = await api('GET', '/api/v1/auth/me', { token }).catch(() => ({ status: 0 }));
     assert.ok(late.status === 503 || late.status === 0, `a new request while draining got ${late.status}`);
-    assert.equal(child.exitCode, null, 'still running while the delete waits');
+    assert.equal(service.child.exitCode, null, 'still running while the delete waits');
 
     await kubeRequest(
       cp,
@@ -103,6 +70,6 @@ describe('SIGTERM while a waited delete is in flight', () => {
     );
     const res = await waited;
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.equal(await exited, 0);
+    assert.equal(await service.exited, 0);
   });
 });

@@ -1,0 +1,52 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { waitFor } from '../harness/control-plane.js';
+import { closedPort } from './kubeconfigs.js';
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  base: string;
+  /** Resolves with the exit code once the process has exited. */
+  exited: Promise<number | null>;
+  /** fetch() against the service with optional bearer token, cluster header and JSON body. */
+  api(
+    method: string,
+    path: string,
+    options?: { token?: string; body?: unknown; cluster?: string },
+  ): Promise<{ status: number; body: any }>;
+}
+
+/**
+ * Runs the built service (`build/src/main.js`) as a real process on a free loopback port and waits until
+ * it is ready. `env` is added to the test process's environment.
+ */
+export async function startServiceProcess(env: Record<string, string>, port?: number): Promise<ServiceProcess> {
+  const listenPort = port ?? (await closedPort());
+  const base = `http://127.0.0.1:${listenPort}`;
+  const child = spawn(process.execPath, ['build/src/main.js'], {
+    env: { ...process.env, PORT: String(listenPort), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const api: ServiceProcess['api'] = async (method, path, options = {}) => {
+    const res = await fetch(base + path, {
+      method,
+      headers: {
+        ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+        ...(options.cluster ? { 'x-cluster-name': options.cluster } : {}),
+        ...(options.body ? { 'content-type': 'application/json' } : {}),
+      },
+      body: options.body ? JSON.stringify(options.body) : undefined,
+    });
+    return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+  };
+  await waitFor(
+    'the service to listen',
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the service exited with ${child.exitCode} before it was ready`);
+      return (await fetch(`${base}/readyz`).catch(() => undefined))?.ok;
+    },
+    30_000,
+    200,
+  );
+  return { child, base, exited, api };
+}
