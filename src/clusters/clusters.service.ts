@@ -55,13 +55,7 @@ export class ClustersService {
 
   async listAvailableClusters(): Promise<AvailableClusterDto[]> {
     const rows = await this.clusters.find({ where: { enabled: true }, order: { name: 'ASC' } });
-    return rows.map((c) => ({
-      name: c.name,
-      version: c.version,
-      isDefault: c.isDefault,
-      status: c.status,
-      metricsStatus: c.metricsURL ? c.metricsStatus : 'none',
-    }));
+    return rows.map((c) => ({ name: c.name, version: c.version, isDefault: c.isDefault, status: c.status }));
   }
 
   async createCluster(dto: CreateClusterDto, actor: Actor): Promise<ClusterCreatedDto> {

@@ -71,7 +71,4 @@ export class AvailableClusterDto {
   isDefault: boolean;
   @ApiProperty({ enum: CLUSTER_STATUSES })
   status: ClusterStatus;
-  /** Whether usage charts can be shown: `ok` when the metrics endpoint answered, `none` without one. */
-  @ApiProperty({ enum: METRICS_STATUSES })
-  metricsStatus: MetricsStatus;
 }

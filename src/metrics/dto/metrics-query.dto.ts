@@ -48,7 +48,7 @@ export class MetricsRangeQueryDto {
   step: string;
 }
 
-export class MetricsMatchQueryDto {
+class MetricsTimeRangeDto {
   @ApiPropertyOptional({ description: `Start: ${TIME}` })
   @IsOptional()
   @IsString()
@@ -60,7 +60,9 @@ export class MetricsMatchQueryDto {
   @IsString()
   @MaxLength(40)
   end?: string;
+}
 
+export class MetricsMatchQueryDto extends MetricsTimeRangeDto {
   @ApiPropertyOptional({
     name: 'match[]',
     type: [String],
@@ -76,7 +78,7 @@ export class MetricsMatchQueryDto {
   'match[]'?: string[];
 }
 
-export class MetricsSeriesQueryDto extends MetricsMatchQueryDto {
+export class MetricsSeriesQueryDto extends MetricsTimeRangeDto {
   @ApiProperty({
     name: 'match[]',
     type: [String],
@@ -89,7 +91,7 @@ export class MetricsSeriesQueryDto extends MetricsMatchQueryDto {
   @ArrayMaxSize(MAX_MATCHERS)
   @IsString({ each: true })
   @MaxLength(MAX_QUERY_BYTES, { each: true })
-  declare 'match[]': string[];
+  'match[]': string[];
 }
 
 export class UsageQueryDto {
