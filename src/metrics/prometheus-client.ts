@@ -35,7 +35,12 @@ export function isLinkLocal(address: string): boolean {
   if (isIP(address) === 4) return address.startsWith('169.254.');
   if (isIP(address) === 6) {
     const lower = address.toLowerCase();
-    if (lower.startsWith('::ffff:')) return isLinkLocal(lower.slice(7));
+    if (lower.startsWith('::ffff:')) {
+      // An IPv4-mapped address, dotted (`::ffff:169.254.1.1`) or as the URL parser writes it (`::ffff:a9fe:101`).
+      const mapped = lower.slice(7);
+      const hex = /^([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(mapped);
+      return hex ? parseInt(hex[1], 16) >> 8 === 169 && (parseInt(hex[1], 16) & 0xff) === 254 : isLinkLocal(mapped);
+    }
     return /^fe[89ab]/.test(lower) || lower === 'fd00:ec2::254';
   }
   return false;
