@@ -196,8 +196,15 @@ export function loadConfig(env: Env = process.env): AppConfig {
   if (bootstrap.kubeconfigFile && bootstrap.inCluster) {
     throw new ConfigError('set CAS_BOOTSTRAP_KUBECONFIG_FILE or CAS_BOOTSTRAP_IN_CLUSTER, not both');
   }
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const metrics = metricsFrom(env, host);
+  if (metrics.port !== undefined && metrics.port !== 0 && metrics.port === port) {
+    throw new ConfigError(
+      'CAS_METRICS_PORT must differ from PORT (to serve /metrics on the main port, set CAS_METRICS_TOKEN)',
+    );
+  }
   return {
-    port: integer(env, 'PORT', 8080, 0, 65535),
+    port,
     host,
     dataDir,
     database: databaseFrom(env, dataDir),
@@ -215,7 +222,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     clusters: clustersFrom(env),
     clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     shutdownGraceSeconds: integer(env, 'CAS_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600),
-    metrics: metricsFrom(env, host),
+    metrics,
   };
 }
 

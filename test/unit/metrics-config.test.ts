@@ -26,6 +26,7 @@ describe('metrics configuration', () => {
       [{ CAS_METRICS_TOKEN: 'has a space in the token' }, /CAS_METRICS_TOKEN/],
       [{ CAS_METRICS_PORT: '70000' }, /CAS_METRICS_PORT must be an integer from 0 to 65535/],
       [{ CAS_METRICS_PORT: 'nine' }, /CAS_METRICS_PORT/],
+      [{ CAS_METRICS_PORT: '8080' }, /CAS_METRICS_PORT must differ from PORT/],
       [{ CAS_METRICS_HOST: 'a b' }, /CAS_METRICS_HOST is not a valid address/],
       [
         { CAS_METRICS_QUERY_TIMEOUT_SECONDS: '0' },
