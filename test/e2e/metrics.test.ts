@@ -353,6 +353,11 @@ describe("metrics through each cluster's Prometheus (real Prometheus, real contr
         assert.ok([400, 404, 422].includes(res.status), `${url}: ${res.status} ${res.text}`);
       }
     }
+    for (const url of ['/api/v1/metrics/targets', '/api/v1/metrics/status/config', '/api/v1/metrics/rules/x']) {
+      const res = await admin.get(url, H);
+      assert.equal(res.status, 404, url);
+      assert.equal(res.body.message, 'no such route under /api/v1/metrics/', 'the cluster is not even asked');
+    }
     for (const method of ['POST', 'PUT', 'DELETE'] as const) {
       const res = await t.app.inject({
         method,
