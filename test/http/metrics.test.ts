@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { MetricsListener } from '../../src/metrics/service-endpoint.js';
-import { streamOpened } from '../../src/metrics/service-metrics.js';
+import { exposition, streamOpened } from '../../src/metrics/service-metrics.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createUser, signedIn } from '../support/factories.js';
 import { client, request } from '../support/http.js';
@@ -230,9 +230,12 @@ describe('metrics query routes: validation, authorization, no metrics endpoint',
   });
 
   test('a metrics endpoint nothing listens on → 502 naming the cluster, at once', async () => {
+    const counted = { cluster: 'dead-metrics', target: 'metrics', outcome: 'unreachable' };
+    const before = sample((await exposition()).body, 'cas_cluster_requests_total', counted);
     const started = Date.now();
     const res = await admin.get('/api/v1/metrics/query?query=up', H('dead-metrics'));
     assert.equal(res.status, 502, res.text);
+    assert.equal(sample((await exposition()).body, 'cas_cluster_requests_total', counted), before + 1);
     assert.match(res.body.message, /metrics endpoint of cluster 'dead-metrics' could not be reached/);
     assert.ok(Date.now() - started < 1000);
     assert.doesNotMatch(res.text, new RegExp(closedMetricsURL.replace(/[.]/g, '\\.')), 'the address is not shown');
