@@ -34,6 +34,14 @@ ensure_postgres() {
   pg_isready -q -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.0.1:5432"; exit 1; }
 }
 
+ensure_prometheus() { # the metrics tests start a real Prometheus and load recorded blocks with promtool
+  command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
+  log "installing Prometheus from Debian's packages"
+  apt_install --no-install-recommends prometheus
+  # The package may start its own service on :9090: the tests start theirs on free ports.
+  as_root service prometheus stop >/dev/null 2>&1 || true
+}
+
 ensure_node_modules() {
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     log "npm ci"
@@ -43,6 +51,7 @@ ensure_node_modules() {
 
 log "installing what the tests need"
 ensure_postgres
+ensure_prometheus
 if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f scripts/kube/ensure-binaries.sh ]; then
   bash scripts/kube/ensure-binaries.sh || { echo "could not build the Kubernetes control plane binaries"; exit 1; }
   KUBECTL_BIN=$(bash scripts/kube/ensure-kubectl.sh) || { echo "could not get Debian's kubectl"; exit 1; }

@@ -8,6 +8,7 @@ import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
+import { MetricsModule } from './metrics/metrics.module.js';
 import { ResourcesModule } from './resources/resources.module.js';
 import { UsersModule } from './users/users.module.js';
 
@@ -25,6 +26,7 @@ export class AppModule {
         ClustersModule,
         HealthModule,
         ResourcesModule,
+        MetricsModule,
       ],
       providers: [
         {

@@ -10,6 +10,7 @@ import { AppModule } from './app.module.js';
 import { attachDrain } from './common/drain.js';
 import { createPino, PinoNestLogger } from './common/logger.js';
 import type { AppConfig } from './config/config.js';
+import { attachServiceMetrics } from './metrics/service-endpoint.js';
 import { setupSwagger } from './openapi.js';
 
 export const API_PREFIX = 'api/v1';
@@ -52,6 +53,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     reply.header('x-request-id', request.id);
   });
   attachDrain(app, fastify);
+  attachServiceMetrics(app, fastify, config);
 
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser(

@@ -6,6 +6,7 @@ import { Leases } from '../database/leases.js';
 import { ClusterClientFactory, ClusterUnusableError } from './cluster-client.factory.js';
 import type { ClusterConnection } from './cluster-connection.js';
 import { classifyFailure, requestCluster } from './cluster-request.js';
+import { probeMetricsEndpoint } from '../metrics/metrics-probe.js';
 import { ClusterEntity, type ProbeStatus } from './cluster.entity.js';
 
 export interface ProbeResult {
@@ -90,15 +91,32 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
     try {
       const cluster = await this.clusters.findOne({
         where: { id },
-        select: { id: true, name: true, enabled: true, generation: true },
+        select: { id: true, name: true, enabled: true, generation: true, metricsURL: true },
       });
       if (!cluster || !cluster.enabled) return;
-      let result: ProbeResult;
-      try {
-        result = await this.probe(await this.factory.connect(cluster));
-      } catch (error) {
-        if (!(error instanceof ClusterUnusableError)) throw error;
-        result = { status: 'error', error: error.message };
+      const probeCluster = async (): Promise<ProbeResult> => {
+        try {
+          return await this.probe(await this.factory.connect(cluster));
+        } catch (error) {
+          if (!(error instanceof ClusterUnusableError)) throw error;
+          return { status: 'error', error: error.message };
+        }
+      };
+      // Both within the probe time-out, side by side; the metrics result is stored only for the URL probed.
+      const [result, metrics] = await Promise.all([
+        probeCluster(),
+        cluster.metricsURL
+          ? probeMetricsEndpoint(
+              { cluster: cluster.name, url: cluster.metricsURL },
+              this.config.clusters.probeTimeoutMs,
+            )
+          : undefined,
+      ]);
+      if (metrics) {
+        await this.clusters.update(
+          { id, metricsURL: cluster.metricsURL },
+          { metricsStatus: metrics.status, metricsError: metrics.error?.slice(0, 1024) ?? null },
+        );
       }
       await this.clusters.update(
         { id, generation: cluster.generation },

@@ -1,5 +1,7 @@
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
+import { performance } from 'node:perf_hooks';
+import { outcomeOfStatus, recordClusterRequest } from '../metrics/service-metrics.js';
 import type { ClusterConnection } from './cluster-connection.js';
 
 export interface ClusterRequest {
@@ -24,6 +26,20 @@ export class ClusterTimeoutError extends Error {}
  * request never reached the server.
  */
 export async function requestCluster(conn: ClusterConnection, request: ClusterRequest): Promise<IncomingMessage> {
+  const started = performance.now();
+  const seconds = () => (performance.now() - started) / 1000;
+  try {
+    const res = await requestOnce(conn, request);
+    recordClusterRequest(conn.clusterName, 'apiserver', outcomeOfStatus(res.statusCode ?? 0), seconds());
+    return res;
+  } catch (error) {
+    const kind = classifyFailure(error);
+    recordClusterRequest(conn.clusterName, 'apiserver', kind === 'other' ? 'error' : kind, seconds());
+    throw error;
+  }
+}
+
+async function requestOnce(conn: ClusterConnection, request: ClusterRequest): Promise<IncomingMessage> {
   try {
     return await attempt(conn, request);
   } catch (error) {

@@ -4,6 +4,9 @@ export const CLUSTER_STATUSES = ['ok', 'unreachable', 'error', 'disabled'] as co
 export type ClusterStatus = (typeof CLUSTER_STATUSES)[number];
 /** What the health probe stores; `disabled` is derived from `enabled` when the cluster is shown. */
 export type ProbeStatus = Exclude<ClusterStatus, 'disabled'>;
+/** The metrics endpoint's health; `none`: no metricsURL (derived, like `disabled`). */
+export const METRICS_STATUSES = ['ok', 'unreachable', 'error', 'none', 'disabled'] as const;
+export type MetricsStatus = (typeof METRICS_STATUSES)[number];
 
 @Entity('clusters')
 // At most one default, by constraint; "at least one" is kept by ClustersService under the 'clusters' lock.
@@ -57,6 +60,14 @@ export class ClusterEntity {
   /** Why the last probe failed, or null. */
   @Column({ type: 'varchar', length: 1024, nullable: true })
   error: string | null;
+
+  /** The metrics endpoint at the last probe (`GET <metricsURL>/api/v1/status/buildinfo`). */
+  @Column({ name: 'metrics_status', type: 'varchar', length: 16, default: 'unreachable' })
+  metricsStatus: ProbeStatus;
+
+  /** Why the last probe of the metrics endpoint failed, or null. */
+  @Column({ name: 'metrics_error', type: 'varchar', length: 1024, nullable: true })
+  metricsError: string | null;
 
   @Column({ name: 'checked_at', type: Date, nullable: true })
   checkedAt: Date | null;

@@ -96,7 +96,13 @@ export class ClustersService {
       const changes: Partial<ClusterEntity> = {};
       if (dto.name !== undefined && dto.name !== cluster.name) changes.name = dto.name;
       if (dto.description !== undefined) changes.description = dto.description;
-      if (dto.metricsURL !== undefined) changes.metricsURL = dto.metricsURL;
+      if (dto.metricsURL !== undefined && dto.metricsURL !== cluster.metricsURL) {
+        Object.assign(changes, {
+          metricsURL: dto.metricsURL,
+          metricsStatus: 'unreachable',
+          metricsError: 'not checked yet',
+        });
+      }
       if (dto.enabled !== undefined && dto.enabled !== cluster.enabled) changes.enabled = dto.enabled;
       if (connection)
         Object.assign(changes, { ...connection, version: '', status: 'unreachable', error: 'not checked yet' });
@@ -114,7 +120,8 @@ export class ClustersService {
         if (isUniqueViolation(error)) throw new ConflictException(`a cluster named '${dto.name}' already exists`);
         throw error;
       }
-      return { name: changes.name ?? cluster.name, reprobe: connection !== undefined || changes.enabled === true };
+      const reprobe = connection !== undefined || changes.enabled === true || changes.metricsURL !== undefined;
+      return { name: changes.name ?? cluster.name, reprobe };
     });
     this.logger.log(`cluster '${name}' (${id}) updated by ${this.describe(actor)}`);
     if (reprobe) await this.health.refresh(id);
@@ -194,6 +201,8 @@ export class ClustersService {
       server: cluster.inCluster ? this.config.clusters.inClusterServer : cluster.server,
       status: cluster.enabled ? cluster.status : 'disabled',
       error: cluster.enabled ? cluster.error : null,
+      metricsStatus: !cluster.enabled ? 'disabled' : cluster.metricsURL ? cluster.metricsStatus : 'none',
+      metricsError: cluster.enabled && cluster.metricsURL ? cluster.metricsError : null,
       createdAt: cluster.createdAt.toISOString(),
       updatedAt: cluster.updatedAt.toISOString(),
     };
@@ -242,6 +251,8 @@ export class ClustersService {
       version: '',
       status: 'unreachable',
       error: 'not checked yet',
+      metricsStatus: 'unreachable',
+      metricsError: 'not checked yet',
       checkedAt: null,
       updatedAt: new Date(),
     });

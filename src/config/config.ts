@@ -23,6 +23,18 @@ export interface AppConfig {
   clusterRequestTimeoutSeconds: number;
   /** After SIGTERM, how long requests in flight (a waited delete, say) may take to finish. */
   shutdownGraceSeconds: number;
+  metrics: MetricsConfig;
+}
+
+export interface MetricsConfig {
+  /** Bearer token that `GET /metrics` requires; undefined: not served on the main port (unless on its own port). */
+  token?: string;
+  /** A separate listener serving only `GET /metrics`; undefined: none. 0 picks a free port (tests). */
+  port?: number;
+  /** Address of that listener. */
+  host: string;
+  /** Time-out of one query to a cluster's metrics endpoint (its Prometheus). */
+  queryTimeoutSeconds: number;
 }
 
 export interface ClustersConfig {
@@ -139,6 +151,24 @@ function originsFrom(env: Env): string[] {
   return origins;
 }
 
+function metricsFrom(env: Env, host: string): MetricsConfig {
+  const token = env.CAS_METRICS_TOKEN || undefined;
+  if (token !== undefined && !/^[\x21-\x7e]{16,512}$/.test(token)) {
+    throw new ConfigError('CAS_METRICS_TOKEN must be 16–512 printable characters without spaces');
+  }
+  const metricsHost = env.CAS_METRICS_HOST || host;
+  if (!/^[A-Za-z0-9.:-]+$/.test(metricsHost)) {
+    throw new ConfigError(`CAS_METRICS_HOST is not a valid address: '${metricsHost}'`);
+  }
+  const port = env.CAS_METRICS_PORT ? integer(env, 'CAS_METRICS_PORT', 0, 0, 65535) : undefined;
+  return {
+    token,
+    port,
+    host: metricsHost,
+    queryTimeoutSeconds: integer(env, 'CAS_METRICS_QUERY_TIMEOUT_SECONDS', 30, 1, 600),
+  };
+}
+
 /** Reads and validates the configuration; any bad value stops start-up with a message naming the variable. */
 export function loadConfig(env: Env = process.env): AppConfig {
   const dataDir = resolve(env.CAS_DATA_DIR || './data');
@@ -166,8 +196,15 @@ export function loadConfig(env: Env = process.env): AppConfig {
   if (bootstrap.kubeconfigFile && bootstrap.inCluster) {
     throw new ConfigError('set CAS_BOOTSTRAP_KUBECONFIG_FILE or CAS_BOOTSTRAP_IN_CLUSTER, not both');
   }
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const metrics = metricsFrom(env, host);
+  if (metrics.port !== undefined && metrics.port !== 0 && metrics.port === port) {
+    throw new ConfigError(
+      'CAS_METRICS_PORT must differ from PORT (to serve /metrics on the main port, set CAS_METRICS_TOKEN)',
+    );
+  }
   return {
-    port: integer(env, 'PORT', 8080, 0, 65535),
+    port,
     host,
     dataDir,
     database: databaseFrom(env, dataDir),
@@ -185,6 +222,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     clusters: clustersFrom(env),
     clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     shutdownGraceSeconds: integer(env, 'CAS_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600),
+    metrics,
   };
 }
 

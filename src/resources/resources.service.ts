@@ -58,7 +58,7 @@ interface Resolved {
 
 const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
 /** The service's own top-level path names: a path under them that no route matched is simply unknown. */
-const OWN_PATHS = new Set(['admin', 'auth']);
+const OWN_PATHS = new Set(['admin', 'auth', 'metrics']);
 const DEFAULT_DELETE_WAIT_SECONDS = 60;
 
 function query(values: object): URLSearchParams {

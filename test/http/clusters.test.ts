@@ -24,6 +24,8 @@ const CLUSTER_KEYS = [
   'id',
   'inCluster',
   'isDefault',
+  'metricsError',
+  'metricsStatus',
   'metricsURL',
   'name',
   'server',

@@ -35,6 +35,16 @@ const CONTRACT_OPERATION_IDS = [
   'deleteResource',
 ];
 const HEALTH_OPERATION_IDS = ['getHealth', 'getReadiness'];
+/** Issue 14: queries of each cluster's Prometheus. */
+const METRICS_OPERATION_IDS = [
+  'queryMetrics',
+  'queryMetricsRange',
+  'listMetricSeries',
+  'listMetricLabels',
+  'listMetricLabelValues',
+  'getPodMetrics',
+  'getNodeMetrics',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -61,7 +71,7 @@ describe('OpenAPI document', () => {
         const label = `${method.toUpperCase()} ${path}`;
         ids.push(op.operationId);
         assert.ok(
-          [...CONTRACT_OPERATION_IDS, ...HEALTH_OPERATION_IDS].includes(op.operationId),
+          [...CONTRACT_OPERATION_IDS, ...HEALTH_OPERATION_IDS, ...METRICS_OPERATION_IDS].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );
         assert.ok(op.tags?.length > 0, `${label} has a tag`);

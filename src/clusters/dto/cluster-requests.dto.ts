@@ -1,6 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsBoolean, IsOptional, IsString, Matches, MaxLength, ValidateIf } from 'class-validator';
+import { IsBoolean, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { IsMetricsUrl } from '../../metrics/metrics-url.js';
 import { CLUSTER_NAME_PATTERN } from '../kubeconfig.js';
 
 /** Kubeconfigs are small; this bounds the work of parsing one (the admin body limit is 1 MiB). */
@@ -34,8 +35,7 @@ function ValidateMetricsUrl() {
     IsOptional(),
     IsString(),
     MaxLength(2048),
-    ValidateIf((_o, value) => value !== ''),
-    Matches(/^https?:\/\/[^\s/?#]+[^\s]*$/i, { message: 'metricsURL must be an http(s) URL or ""' }),
+    IsMetricsUrl(),
   );
 }
 

@@ -1,5 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { CLUSTER_STATUSES, type ClusterStatus } from '../cluster.entity.js';
+import { CLUSTER_STATUSES, METRICS_STATUSES, type ClusterStatus, type MetricsStatus } from '../cluster.entity.js';
 
 export class ClusterDto {
   id: number;
@@ -27,6 +27,12 @@ export class ClusterDto {
   /** Why the last health check failed, or null. */
   @ApiProperty({ type: String, nullable: true })
   error: string | null;
+  /** The metrics endpoint's health at the last check; `none` without a metricsURL, `disabled` when the cluster is. */
+  @ApiProperty({ enum: METRICS_STATUSES })
+  metricsStatus: MetricsStatus;
+  /** Why the last check of the metrics endpoint failed, or null. */
+  @ApiProperty({ type: String, nullable: true })
+  metricsError: string | null;
   @ApiProperty({ type: String, format: 'date-time' })
   createdAt: string;
   @ApiProperty({ type: String, format: 'date-time' })

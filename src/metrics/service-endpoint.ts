@@ -1,0 +1,136 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { FastifyInstance } from 'fastify';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { errorBody } from '../common/filters/http-exception.filter.js';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { buildOpenApiDocument } from '../openapi.js';
+import { exposition, NO_ROUTE, recordHttpRequest } from './service-metrics.js';
+
+export const METRICS_PATH = '/metrics';
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+/** Whether an Authorization header carries the metrics token (compared in constant time). */
+export function carriesToken(header: string | undefined, token: string): boolean {
+  const match = /^Bearer +(\S{1,1024})$/i.exec(header?.trim() ?? '');
+  return match !== null && timingSafeEqual(digest(match[1]), digest(token));
+}
+
+/** `METHOD /path/:param` → operationId, from the same document the service serves (so labels match the API). */
+function operationsOf(app: NestFastifyApplication): Map<string, string> {
+  const operations = new Map<string, string>();
+  const document = buildOpenApiDocument(app);
+  for (const [path, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(item as Record<string, { operationId?: string }>)) {
+      if (operation?.operationId) operations.set(`${method.toUpperCase()} ${routeKey(path)}`, operation.operationId);
+    }
+  }
+  return operations;
+}
+
+/** `/a/{x}/` and `/a/:x` → `/a/{}`. */
+function routeKey(path: string): string {
+  return path.replace(/\{[^}]+\}|:[A-Za-z0-9_]+/g, '{}').replace(/\/+$/, '') || '/';
+}
+
+/**
+ * Counts every answered request by operationId, method and status (with its latency), and serves
+ * `GET /metrics` on the main port when CAS_METRICS_TOKEN is set, to callers bearing that token only.
+ */
+export function attachServiceMetrics(app: NestFastifyApplication, fastify: FastifyInstance, config: AppConfig): void {
+  let operations: Map<string, string> | undefined;
+  fastify.addHook('onResponse', (request, reply, done) => {
+    const url = request.routeOptions?.url;
+    let operation = NO_ROUTE;
+    if (url === METRICS_PATH) operation = 'getServiceMetrics';
+    else if (url !== undefined) {
+      operations ??= operationsOf(app);
+      operation = operations.get(`${request.method} ${routeKey(url)}`) ?? 'other';
+    }
+    recordHttpRequest(operation, request.method, reply.statusCode, reply.elapsedTime / 1000);
+    done();
+  });
+
+  const token = config.metrics.token;
+  if (token === undefined) return;
+  fastify.get(METRICS_PATH, async (request, reply) => {
+    if (!carriesToken(request.headers.authorization, token)) {
+      return reply
+        .status(401)
+        .header('www-authenticate', 'Bearer realm="metrics"')
+        .send(
+          errorBody(401, 'GET /metrics needs the metrics token: Authorization: Bearer <CAS_METRICS_TOKEN>', request.id),
+        );
+    }
+    const { contentType, body } = await exposition();
+    return reply.header('content-type', contentType).header('cache-control', 'no-store').send(body);
+  });
+}
+
+/**
+ * With CAS_METRICS_PORT, a listener of its own that serves only `GET /metrics` (to a bearer of
+ * CAS_METRICS_TOKEN when that is set too), for scraping on the pod network without exposing the API.
+ */
+@Injectable()
+export class MetricsListener implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(MetricsListener.name);
+  private server?: http.Server;
+
+  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const { port, host, token } = this.config.metrics;
+    if (port === undefined) return;
+    const server = http.createServer((req, res) => void this.handle(req, res, token));
+    server.requestTimeout = 10_000;
+    server.headersTimeout = 5_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    this.server = server;
+    this.logger.log(`serving ${METRICS_PATH} on ${host}:${this.address()?.port}`);
+  }
+
+  /** Where the listener is bound, or undefined when there is none. */
+  address(): AddressInfo | undefined {
+    return (this.server?.address() as AddressInfo | null) ?? undefined;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse, token: string | undefined) {
+    const requestId = randomUUID();
+    const fail = (status: number, message: string, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': requestId, ...headers });
+      res.end(JSON.stringify(errorBody(status, message, requestId)));
+    };
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== METRICS_PATH) return fail(404, `only GET ${METRICS_PATH} is served on this port`);
+    if (req.method !== 'GET' && req.method !== 'HEAD') return fail(405, `only GET ${METRICS_PATH}`, { allow: 'GET' });
+    if (token !== undefined && !carriesToken(req.headers.authorization, token)) {
+      return fail(401, 'GET /metrics needs the metrics token: Authorization: Bearer <CAS_METRICS_TOKEN>', {
+        'www-authenticate': 'Bearer realm="metrics"',
+      });
+    }
+    try {
+      const { contentType, body } = await exposition();
+      res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-store', 'x-request-id': requestId });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    } catch (error) {
+      this.logger.error(`collecting metrics failed: ${(error as Error).message}`);
+      fail(500, 'internal error');
+    }
+  }
+}
