@@ -142,136 +142,153 @@ console.log(
     `kube-apiserver ${version} on loopback; wrk -t2, ${SECONDS} s per measurement after a warm-up\n`,
 );
 
-// ---------------------------------------------------------------- data in the cluster
-const ns = `bench-${process.pid}`;
-const nsList = `bench-list-${process.pid}`;
-const nsBig = `bench-big-${process.pid}`;
-for (const n of [ns, nsList, nsBig]) await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: n } });
-cleanups.push(() => Promise.all([ns, nsList, nsBig].map((n) => kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${n}`))));
-await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
-  metadata: { name: 'one' },
-  data: { value: 'x'.repeat(1024) },
-});
-async function fill(namespace, count, size) {
-  const value = 'x'.repeat(size);
-  for (let i = 0; i < count; i += 50) {
-    await Promise.all(
-      Array.from({ length: Math.min(50, count - i) }, (_, k) =>
-        kubeRequest(cp, 'POST', `/api/v1/namespaces/${namespace}/configmaps`, {
-          metadata: { name: `cm-${i + k}` },
-          data: { value },
-        }),
-      ),
-    );
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'resources,users').split(','));
+
+async function resourcesPart() {
+  // ---------------------------------------------------------------- data in the cluster
+  const ns = `bench-${process.pid}`;
+  const nsList = `bench-list-${process.pid}`;
+  const nsBig = `bench-big-${process.pid}`;
+  for (const n of [ns, nsList, nsBig]) await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: n } });
+  cleanups.push(() =>
+    Promise.all([ns, nsList, nsBig].map((n) => kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${n}`))),
+  );
+  await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+    metadata: { name: 'one' },
+    data: { value: 'x'.repeat(1024) },
+  });
+  async function fill(namespace, count, size) {
+    const value = 'x'.repeat(size);
+    for (let i = 0; i < count; i += 50) {
+      await Promise.all(
+        Array.from({ length: Math.min(50, count - i) }, (_, k) =>
+          kubeRequest(cp, 'POST', `/api/v1/namespaces/${namespace}/configmaps`, {
+            metadata: { name: `cm-${i + k}` },
+            data: { value },
+          }),
+        ),
+      );
+    }
   }
-}
-await fill(nsList, 300, 4 * 1024);
-await fill(nsBig, 2500, 8 * 1024);
+  await fill(nsList, 300, 4 * 1024);
+  await fill(nsBig, 2500, 8 * 1024);
 
-// ---------------------------------------------------------------- the three ways in
-const proxyPort = await freePort();
-const proxy = spawn(
-  kubectl,
-  ['proxy', `--port=${proxyPort}`, '--address=127.0.0.1', `--kubeconfig=${cp.kubeconfigPath}`],
-  {
-    stdio: ['ignore', 'pipe', 'ignore'], // it logs every request a load generator cancels at the end of a run
-  },
-);
-children.push(proxy);
-await new Promise((resolve) => proxy.stdout.once('data', resolve));
-
-const dataDir = join(tmp, 'sqlite');
-const service = await startService(
-  { CAS_DATA_DIR: dataDir, CAS_BOOTSTRAP_USERNAME: 'bench', CAS_BOOTSTRAP_PASSWORD: 'bench-password-1' },
-  'the service',
-);
-await new Promise((r) => setTimeout(r, 2000));
-const idleRss = await rssOf(service.child.pid);
-const { token } = await service.api('POST', '/api/v1/auth/login', {
-  body: { username: 'bench', password: 'bench-password-1' },
-});
-await service.api('POST', '/api/v1/admin/clusters', { token, body: { name: 'bench', config: kubeconfigFor(cp) } });
-const { key } = await service.api('POST', '/api/v1/admin/apikeys', { token, body: { name: 'bench', role: 'admin' } });
-
-const direct = { url: cp.server, headers: { authorization: `Bearer ${cp.adminToken}`, accept: 'application/json' } };
-const viaProxy = { url: `http://127.0.0.1:${proxyPort}`, headers: { accept: 'application/json' } };
-const viaKey = { url: `${service.base}/api/v1`, headers: { authorization: key, 'x-cluster-name': 'bench' } };
-const viaSession = {
-  url: `${service.base}/api/v1`,
-  headers: { authorization: `Bearer ${token}`, 'x-cluster-name': 'bench' },
-};
-const kubePath = (namespace, name) => `/api/v1/namespaces/${namespace}/configmaps${name ? '/' + name : ''}`;
-const ourPath = (namespace, name) => `/configmaps/${namespace}${name ? '/' + name : ''}`;
-
-async function measure(label, target, path, connections) {
-  await wrk(target.url + path, { connections, seconds: 3, headers: target.headers }); // warm-up
-  return row(label, await wrk(target.url + path, { connections, headers: target.headers }));
-}
-
-async function resourceRound(round) {
-  console.log(`\n— resource routes, round ${round}`);
-  const getDirect = await measure('GET one 1 KiB ConfigMap, 32 conn: direct', direct, kubePath(ns, 'one'), 32);
-  const getProxy = await measure('GET one 1 KiB ConfigMap, 32 conn: kubectl proxy', viaProxy, kubePath(ns, 'one'), 32);
-  const getKey = await measure('GET one 1 KiB ConfigMap, 32 conn: service, API key', viaKey, ourPath(ns, 'one'), 32);
-  const getSession = await measure(
-    'GET one 1 KiB ConfigMap, 32 conn: service, session',
-    viaSession,
-    ourPath(ns, 'one'),
-    32,
+  // ---------------------------------------------------------------- the three ways in
+  const proxyPort = await freePort();
+  const proxy = spawn(
+    kubectl,
+    ['proxy', `--port=${proxyPort}`, '--address=127.0.0.1', `--kubeconfig=${cp.kubeconfigPath}`],
+    {
+      stdio: ['ignore', 'pipe', 'ignore'], // it logs every request a load generator cancels at the end of a run
+    },
   );
-  const listDirect = await measure('LIST 300 × 4 KiB ConfigMaps, 8 conn: direct', direct, kubePath(nsList), 8);
-  const listProxy = await measure('LIST 300 × 4 KiB ConfigMaps, 8 conn: kubectl proxy', viaProxy, kubePath(nsList), 8);
-  const listKey = await measure('LIST 300 × 4 KiB ConfigMaps, 8 conn: service, API key', viaKey, ourPath(nsList), 8);
-  await measure(
-    'GET /healthz on the service (framework floor), 32 conn',
-    { url: service.base, headers: {} },
-    '/healthz',
-    32,
+  children.push(proxy);
+  await new Promise((resolve) => proxy.stdout.once('data', resolve));
+
+  const dataDir = join(tmp, 'sqlite');
+  const service = await startService(
+    { CAS_DATA_DIR: dataDir, CAS_BOOTSTRAP_USERNAME: 'bench', CAS_BOOTSTRAP_PASSWORD: 'bench-password-1' },
+    'the service',
   );
-  return { getDirect, getProxy, getKey, getSession, listDirect, listProxy, listKey };
+  await new Promise((r) => setTimeout(r, 2000));
+  const idleRss = await rssOf(service.child.pid);
+  const { token } = await service.api('POST', '/api/v1/auth/login', {
+    body: { username: 'bench', password: 'bench-password-1' },
+  });
+  await service.api('POST', '/api/v1/admin/clusters', { token, body: { name: 'bench', config: kubeconfigFor(cp) } });
+  const { key } = await service.api('POST', '/api/v1/admin/apikeys', { token, body: { name: 'bench', role: 'admin' } });
+
+  const direct = { url: cp.server, headers: { authorization: `Bearer ${cp.adminToken}`, accept: 'application/json' } };
+  const viaProxy = { url: `http://127.0.0.1:${proxyPort}`, headers: { accept: 'application/json' } };
+  const viaKey = { url: `${service.base}/api/v1`, headers: { authorization: key, 'x-cluster-name': 'bench' } };
+  const viaSession = {
+    url: `${service.base}/api/v1`,
+    headers: { authorization: `Bearer ${token}`, 'x-cluster-name': 'bench' },
+  };
+  const kubePath = (namespace, name) => `/api/v1/namespaces/${namespace}/configmaps${name ? '/' + name : ''}`;
+  const ourPath = (namespace, name) => `/configmaps/${namespace}${name ? '/' + name : ''}`;
+
+  async function measure(label, target, path, connections) {
+    await wrk(target.url + path, { connections, seconds: 3, headers: target.headers }); // warm-up
+    return row(label, await wrk(target.url + path, { connections, headers: target.headers }));
+  }
+
+  async function resourceRound(round) {
+    console.log(`\n— resource routes, round ${round}`);
+    const getDirect = await measure('GET one 1 KiB ConfigMap, 32 conn: direct', direct, kubePath(ns, 'one'), 32);
+    const getProxy = await measure(
+      'GET one 1 KiB ConfigMap, 32 conn: kubectl proxy',
+      viaProxy,
+      kubePath(ns, 'one'),
+      32,
+    );
+    const getKey = await measure('GET one 1 KiB ConfigMap, 32 conn: service, API key', viaKey, ourPath(ns, 'one'), 32);
+    const getSession = await measure(
+      'GET one 1 KiB ConfigMap, 32 conn: service, session',
+      viaSession,
+      ourPath(ns, 'one'),
+      32,
+    );
+    const listDirect = await measure('LIST 300 × 4 KiB ConfigMaps, 8 conn: direct', direct, kubePath(nsList), 8);
+    const listProxy = await measure(
+      'LIST 300 × 4 KiB ConfigMaps, 8 conn: kubectl proxy',
+      viaProxy,
+      kubePath(nsList),
+      8,
+    );
+    const listKey = await measure('LIST 300 × 4 KiB ConfigMaps, 8 conn: service, API key', viaKey, ourPath(nsList), 8);
+    await measure(
+      'GET /healthz on the service (framework floor), 32 conn',
+      { url: service.base, headers: {} },
+      '/healthz',
+      32,
+    );
+    return { getDirect, getProxy, getKey, getSession, listDirect, listProxy, listKey };
+  }
+
+  const r1 = await resourceRound(1);
+
+  // A 20 MiB list streamed to 16 callers at once: the service's RSS while it does.
+  const bigCount = (await kubeRequest(cp, 'GET', kubePath(nsBig))).body.items.length;
+  const beforeBig = await rssOf(service.child.pid);
+  let peakBig = beforeBig;
+  const sampler = setInterval(
+    async () => (peakBig = Math.max(peakBig, await rssOf(service.child.pid).catch(() => 0))),
+    20,
+  );
+  const big = await wrk(viaKey.url + ourPath(nsBig), { connections: 16, seconds: SECONDS, headers: viaKey.headers });
+  clearInterval(sampler);
+  const bigSize = Buffer.byteLength(JSON.stringify((await kubeRequest(cp, 'GET', kubePath(nsBig))).body));
+  row(
+    `LIST ${bigCount} × 8 KiB (${(bigSize / MIB).toFixed(1)} MiB), 16 conn: service`,
+    big,
+    `RSS +${mib(peakBig - beforeBig)} at peak`,
+  );
+
+  const afterFirst = await rssOf(service.child.pid);
+  const r2 = await resourceRound(2);
+  const afterSecond = await rssOf(service.child.pid);
+
+  // ---------------------------------------------------------------- login storm beside resource GETs
+  console.log('\n— a login storm (50 concurrent argon2id logins) beside resource GETs');
+  const loginScript = join(tmp, 'login.lua');
+  await writeFile(
+    loginScript,
+    `wrk.method = "POST"\nwrk.body = '{"username":"bench","password":"bench-password-1"}'\nwrk.headers["content-type"] = "application/json"\n`,
+  );
+  const quietGets = await wrk(viaKey.url + ourPath(ns, 'one'), { connections: 4, seconds: 5, headers: viaKey.headers });
+  row('GET one ConfigMap, 4 conn, no logins', quietGets);
+  const [storm, stormGets] = await Promise.all([
+    wrk(`${service.base}/api/v1/auth/login`, { connections: 50, seconds: SECONDS, script: loginScript }),
+    wrk(viaKey.url + ourPath(ns, 'one'), { connections: 4, seconds: SECONDS, headers: viaKey.headers }),
+  ]);
+  row('login, 50 conn (argon2id)', storm, '(429/503 past the argon2 queue count as errors)');
+  row('GET one ConfigMap, 4 conn, during the login storm', stormGets);
+  const afterAll = await rssOf(service.child.pid);
+  await service.stop();
+  await rm(dataDir, { recursive: true, force: true });
+  return { r1, r2, peakBig, beforeBig, idleRss, afterAll, afterFirst, afterSecond, stormGets, proxy };
 }
-
-const r1 = await resourceRound(1);
-
-// A 20 MiB list streamed to 16 callers at once: the service's RSS while it does.
-const bigCount = (await kubeRequest(cp, 'GET', kubePath(nsBig))).body.items.length;
-const beforeBig = await rssOf(service.child.pid);
-let peakBig = beforeBig;
-const sampler = setInterval(
-  async () => (peakBig = Math.max(peakBig, await rssOf(service.child.pid).catch(() => 0))),
-  20,
-);
-const big = await wrk(viaKey.url + ourPath(nsBig), { connections: 16, seconds: SECONDS, headers: viaKey.headers });
-clearInterval(sampler);
-const bigSize = Buffer.byteLength(JSON.stringify((await kubeRequest(cp, 'GET', kubePath(nsBig))).body));
-row(
-  `LIST ${bigCount} × 8 KiB (${(bigSize / MIB).toFixed(1)} MiB), 16 conn: service`,
-  big,
-  `RSS +${mib(peakBig - beforeBig)} at peak`,
-);
-
-const afterFirst = await rssOf(service.child.pid);
-const r2 = await resourceRound(2);
-const afterSecond = await rssOf(service.child.pid);
-
-// ---------------------------------------------------------------- login storm beside resource GETs
-console.log('\n— a login storm (50 concurrent argon2id logins) beside resource GETs');
-const loginScript = join(tmp, 'login.lua');
-await writeFile(
-  loginScript,
-  `wrk.method = "POST"\nwrk.body = '{"username":"bench","password":"bench-password-1"}'\nwrk.headers["content-type"] = "application/json"\n`,
-);
-const quietGets = await wrk(viaKey.url + ourPath(ns, 'one'), { connections: 4, seconds: 5, headers: viaKey.headers });
-row('GET one ConfigMap, 4 conn, no logins', quietGets);
-const [storm, stormGets] = await Promise.all([
-  wrk(`${service.base}/api/v1/auth/login`, { connections: 50, seconds: SECONDS, script: loginScript }),
-  wrk(viaKey.url + ourPath(ns, 'one'), { connections: 4, seconds: SECONDS, headers: viaKey.headers }),
-]);
-row('login, 50 conn (argon2id)', storm, '(429/503 past the argon2 queue count as errors)');
-row('GET one ConfigMap, 4 conn, during the login storm', stormGets);
-const afterAll = await rssOf(service.child.pid);
-await service.stop();
-await rm(dataDir, { recursive: true, force: true });
 
 // ---------------------------------------------------------------- the admin plane with many users
 async function usersBench(label, databaseUrl, insert, explain) {
@@ -313,146 +330,158 @@ async function usersBench(label, databaseUrl, insert, explain) {
   return worst;
 }
 
-const sqlitePath = join(tmp, 'users-sqlite', 'cas.sqlite');
-const sqliteWorst = await usersBench(
-  'SQLite',
-  `sqlite:${sqlitePath}`,
-  async () => {
-    const db = new Database(sqlitePath);
-    const viewer = db.prepare(`SELECT id FROM roles WHERE name = 'viewer'`).get().id;
-    const user = db.prepare(
-      `INSERT INTO users (username, username_key, provider, name, enabled, last_login_at) VALUES (?, ?, 'password', ?, 1, ?)`,
-    );
-    const role = db.prepare(`INSERT INTO user_roles (user_id, role_id) VALUES (?, ?)`);
-    db.transaction(() => {
-      for (let i = 0; i < USERS; i++) {
-        const name = `user${i}`;
-        const { lastInsertRowid } = user.run(
-          name,
-          name,
-          `Person ${i}`,
-          i % 3 ? new Date(Date.now() - i * 1000).toISOString().replace('T', ' ').replace('Z', '') : null,
-        );
-        role.run(lastInsertRowid, viewer);
-      }
-    })();
-    db.close();
-  },
-  async () => {
-    const db = new Database(sqlitePath, { readonly: true });
-    const plan = db
-      .prepare(
-        `EXPLAIN QUERY PLAN SELECT u.id FROM users u WHERE (lower(u.username) LIKE '%user4242%' OR lower(u.name) LIKE '%user4242%') ORDER BY u.name ASC LIMIT 20`,
-      )
-      .all();
-    db.close();
-    return `SQLite plan (search + sort): ${plan.map((p) => p.detail).join('; ')}`;
-  },
-);
-
-let pgWorst = NaN;
-if (process.env.BENCH_SKIP_POSTGRES !== '1') {
-  const dbName = `cas_bench_${process.pid}`;
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  await admin.end();
-  const url = new URL(PG_URL);
-  url.pathname = `/${dbName}`;
-  const withDb = async (fn) => {
-    const c = new pg.Client({ connectionString: url.toString() });
-    await c.connect();
-    try {
-      return await fn(c);
-    } finally {
-      await c.end();
-    }
-  };
-  pgWorst = await usersBench(
-    'PostgreSQL',
-    url.toString(),
-    () =>
-      withDb(async (c) => {
-        await c.query(
-          `INSERT INTO users (username, username_key, provider, name, enabled, last_login_at)
-           SELECT 'user' || i, 'user' || i, 'password', 'Person ' || i, true,
-                  CASE WHEN i % 3 = 0 THEN NULL ELSE now() - i * interval '1 second' END
-             FROM generate_series(0, $1 - 1) AS i`,
-          [USERS],
-        );
-        await c.query(
-          `INSERT INTO user_roles (user_id, role_id) SELECT u.id, r.id FROM users u, roles r
-            WHERE r.name = 'viewer' AND u.username LIKE 'user%'`,
-        );
-        await c.query('ANALYZE');
-      }),
-    () =>
-      withDb(async (c) => {
-        const plan = await c.query(
-          `EXPLAIN ANALYZE SELECT u.id FROM users u WHERE (lower(u.username) LIKE '%user4242%' OR lower(u.name) LIKE '%user4242%') ORDER BY u.name COLLATE "C" ASC LIMIT 20`,
-        );
-        return `PostgreSQL plan (search + sort):\n  ${plan.rows.map((r) => r['QUERY PLAN']).join('\n  ')}`;
-      }),
+async function usersPart() {
+  const sqlitePath = join(tmp, 'users-sqlite', 'cas.sqlite');
+  const sqliteWorst = await usersBench(
+    'SQLite',
+    `sqlite:${sqlitePath}`,
+    async () => {
+      const db = new Database(sqlitePath);
+      const viewer = db.prepare(`SELECT id FROM roles WHERE name = 'viewer'`).get().id;
+      const user = db.prepare(
+        `INSERT INTO users (username, username_key, provider, name, enabled, last_login_at) VALUES (?, ?, 'password', ?, 1, ?)`,
+      );
+      const role = db.prepare(`INSERT INTO user_roles (user_id, role_id) VALUES (?, ?)`);
+      db.transaction(() => {
+        for (let i = 0; i < USERS; i++) {
+          const name = `user${i}`;
+          const { lastInsertRowid } = user.run(
+            name,
+            name,
+            `Person ${i}`,
+            i % 3 ? new Date(Date.now() - i * 1000).toISOString().replace('T', ' ').replace('Z', '') : null,
+          );
+          role.run(lastInsertRowid, viewer);
+        }
+      })();
+      db.close();
+    },
+    async () => {
+      const db = new Database(sqlitePath, { readonly: true });
+      const plan = db
+        .prepare(
+          `EXPLAIN QUERY PLAN SELECT u.id, COUNT(*) OVER () FROM users u WHERE (lower(u.username) LIKE '%user4242%' OR lower(u.name) LIKE '%user4242%') AND u.id IN (SELECT rowid FROM users_search WHERE users_search MATCH '"user4242"') ORDER BY lower(u.name) ASC, u.id ASC LIMIT 20`,
+        )
+        .all();
+      db.close();
+      return `SQLite plan (search + sort): ${plan.map((p) => p.detail).join('; ')}`;
+    },
   );
-  const drop = new pg.Client({ connectionString: PG_URL });
-  await drop.connect();
-  await drop.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await drop.end();
+
+  let pgWorst = NaN;
+  if (process.env.BENCH_SKIP_POSTGRES !== '1') {
+    const dbName = `cas_bench_${process.pid}`;
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${dbName}`);
+    await admin.end();
+    const url = new URL(PG_URL);
+    url.pathname = `/${dbName}`;
+    const withDb = async (fn) => {
+      const c = new pg.Client({ connectionString: url.toString() });
+      await c.connect();
+      try {
+        return await fn(c);
+      } finally {
+        await c.end();
+      }
+    };
+    pgWorst = await usersBench(
+      'PostgreSQL',
+      url.toString(),
+      () =>
+        withDb(async (c) => {
+          await c.query(
+            `INSERT INTO users (username, username_key, provider, name, enabled, last_login_at)
+             SELECT 'user' || i, 'user' || i, 'password', 'Person ' || i, true,
+                    CASE WHEN i % 3 = 0 THEN NULL ELSE now() - i * interval '1 second' END
+               FROM generate_series(0, $1 - 1) AS i`,
+            [USERS],
+          );
+          await c.query(
+            `INSERT INTO user_roles (user_id, role_id) SELECT u.id, r.id FROM users u, roles r
+              WHERE r.name = 'viewer' AND u.username LIKE 'user%'`,
+          );
+          await c.query('ANALYZE');
+        }),
+      () =>
+        withDb(async (c) => {
+          const plan = await c.query(
+            `EXPLAIN ANALYZE SELECT u.id FROM users u WHERE (lower(u.username) LIKE '%user4242%' OR lower(u.name) LIKE '%user4242%') ORDER BY u.name COLLATE "C" ASC LIMIT 20`,
+          );
+          return `PostgreSQL plan (search + sort):\n  ${plan.rows.map((r) => r['QUERY PLAN']).join('\n  ')}`;
+        }),
+    );
+    const drop = new pg.Client({ connectionString: PG_URL });
+    await drop.connect();
+    await drop.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await drop.end();
+  }
+  return { sqliteWorst, pgWorst };
 }
+
+const resources = PARTS.has('resources') ? await resourcesPart() : undefined;
+const users = PARTS.has('users') ? await usersPart() : undefined;
 
 // ---------------------------------------------------------------- goals
-const best = (a, b) => (a.rps >= b.rps ? a : b);
-for (const [i, r] of [r1, r2].entries()) {
+if (resources) {
+  const { r1, r2, peakBig, beforeBig, idleRss, afterAll, afterFirst, afterSecond, stormGets } = resources;
+  const best = (a, b) => (a.rps >= b.rps ? a : b);
+  for (const [i, r] of [r1, r2].entries()) {
+    goal(
+      `round ${i + 1}: GET at 32 conn ≥ 1.0× kubectl proxy`,
+      r.getKey.rps >= r.getProxy.rps,
+      `${(r.getKey.rps / r.getProxy.rps).toFixed(2)}×`,
+    );
+    goal(
+      `round ${i + 1}: added p50 over direct ≤ 3 ms`,
+      r.getKey.p50 - r.getDirect.p50 <= 3,
+      `${(r.getKey.p50 - r.getDirect.p50).toFixed(2)} ms`,
+    );
+    goal(
+      `round ${i + 1}: LIST 300 × 4 KiB at 8 conn ≥ 0.9× direct`,
+      r.listKey.rps >= 0.9 * r.listDirect.rps,
+      `${(r.listKey.rps / r.listDirect.rps).toFixed(2)}×`,
+    );
+    const fastest = best(r.getKey, r.getSession);
+    goal(
+      `round ${i + 1}: API key and session within 5% of each other (both served from the ≤1 s caller cache)`,
+      Math.min(r.getKey.rps, r.getSession.rps) >= 0.95 * fastest.rps,
+      `key ${Math.round(r.getKey.rps)}, session ${Math.round(r.getSession.rps)} req/s`,
+    );
+  }
+  goal('20 MiB list to 16 callers grows RSS ≤ 64 MiB', peakBig - beforeBig <= 64 * MIB, `+${mib(peakBig - beforeBig)}`);
+  goal('idle RSS ≤ 150 MiB', idleRss <= 150 * MIB, mib(idleRss));
   goal(
-    `round ${i + 1}: GET at 32 conn ≥ 1.0× kubectl proxy`,
-    r.getKey.rps >= r.getProxy.rps,
-    `${(r.getKey.rps / r.getProxy.rps).toFixed(2)}×`,
+    'RSS after the benchmark ≤ 1.5× idle',
+    afterAll <= 1.5 * idleRss,
+    `${mib(afterAll)} (${(afterAll / idleRss).toFixed(2)}×)`,
   );
   goal(
-    `round ${i + 1}: added p50 over direct ≤ 3 ms`,
-    r.getKey.p50 - r.getDirect.p50 <= 3,
-    `${(r.getKey.p50 - r.getDirect.p50).toFixed(2)} ms`,
+    'a second identical round does not grow RSS',
+    afterSecond <= afterFirst * 1.05,
+    `${mib(afterFirst)} → ${mib(afterSecond)}`,
   );
   goal(
-    `round ${i + 1}: LIST 300 × 4 KiB at 8 conn ≥ 0.9× direct`,
-    r.listKey.rps >= 0.9 * r.listDirect.rps,
-    `${(r.listKey.rps / r.listDirect.rps).toFixed(2)}×`,
+    'resource GET p99 during a 50-login storm ≤ 50 ms',
+    stormGets.rps > 0 && stormGets.p99 <= 50,
+    `${stormGets.p99.toFixed(1)} ms at ${Math.round(stormGets.rps)} req/s`,
   );
-  const fastest = best(r.getKey, r.getSession);
-  goal(
-    `round ${i + 1}: API key and session within 5% of each other (both served from the ≤1 s caller cache)`,
-    Math.min(r.getKey.rps, r.getSession.rps) >= 0.95 * fastest.rps,
-    `key ${Math.round(r.getKey.rps)}, session ${Math.round(r.getSession.rps)} req/s`,
+
+  console.log(
+    `\nRSS of the service: idle ${mib(idleRss)}, after round 1 + big list ${mib(afterFirst)}, after round 2 ${mib(afterSecond)}, after all ${mib(afterAll)}`,
   );
 }
-goal('20 MiB list to 16 callers grows RSS ≤ 64 MiB', peakBig - beforeBig <= 64 * MIB, `+${mib(peakBig - beforeBig)}`);
-goal('idle RSS ≤ 150 MiB', idleRss <= 150 * MIB, mib(idleRss));
-goal(
-  'RSS after the benchmark ≤ 1.5× idle',
-  afterAll <= 1.5 * idleRss,
-  `${mib(afterAll)} (${(afterAll / idleRss).toFixed(2)}×)`,
-);
-goal(
-  'a second identical round does not grow RSS',
-  afterSecond <= afterFirst * 1.05,
-  `${mib(afterFirst)} → ${mib(afterSecond)}`,
-);
-goal('users list, 100k users, p99 (≥ p95) ≤ 25 ms on SQLite', sqliteWorst <= 25, `${sqliteWorst.toFixed(1)} ms`);
-if (!Number.isNaN(pgWorst))
-  goal('users list, 100k users, p99 (≥ p95) ≤ 25 ms on PostgreSQL', pgWorst <= 25, `${pgWorst.toFixed(1)} ms`);
-goal(
-  'resource GET p99 during a 50-login storm ≤ 50 ms',
-  stormGets.rps > 0 && stormGets.p99 <= 50,
-  `${stormGets.p99.toFixed(1)} ms at ${Math.round(stormGets.rps)} req/s`,
-);
-
-console.log(
-  `\nRSS of the service: idle ${mib(idleRss)}, after round 1 + big list ${mib(afterFirst)}, after round 2 ${mib(afterSecond)}, after all ${mib(afterAll)}`,
-);
+if (users) {
+  const { sqliteWorst, pgWorst } = users;
+  goal('users list, 100k users, p99 (≥ p95) ≤ 25 ms on SQLite', sqliteWorst <= 25, `${sqliteWorst.toFixed(1)} ms`);
+  if (!Number.isNaN(pgWorst))
+    goal('users list, 100k users, p99 (≥ p95) ≤ 25 ms on PostgreSQL', pgWorst <= 25, `${pgWorst.toFixed(1)} ms`);
+}
 console.log('\nGoals (issue 11):');
 for (const v of verdicts) console.log('  ' + v);
 
-proxy.kill('SIGTERM');
+resources?.proxy.kill('SIGTERM');
 for (const c of cleanups) await c().catch(() => undefined);
 await rm(tmp, { recursive: true, force: true });
 await cp.stop();

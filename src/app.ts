@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import secureJson from 'secure-json-parse';
 import { AppModule } from './app.module.js';
 import { attachDrain } from './common/drain.js';
-import { createPino, PinoNestLogger } from './common/logger.js';
+import { createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import type { AppConfig } from './config/config.js';
 import { setupSwagger } from './openapi.js';
 
@@ -32,8 +32,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   const pino = createPino(config.logLevel);
   const adapter = new FastifyAdapter({
     loggerInstance: pino,
-    // One log line per request (onResponse below) instead of Fastify's two.
-    disableRequestLogging: true,
+    logController: new OneLineLogController(),
     bodyLimit: RESOURCE_BODY_LIMIT,
     trustProxy: config.trustProxy,
     routerOptions: { ignoreTrailingSlash: true },
@@ -53,15 +52,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
-  fastify.addHook('onResponse', (request, reply, done) => {
-    // The path without its query: a query may carry one-time secrets (an OpenID callback's code).
-    const path = request.url.split('?', 1)[0];
-    request.log.info(
-      { method: request.method, path, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime) },
-      'request',
-    );
-    done();
-  });
+
   attachDrain(app, fastify);
 
   fastify.removeAllContentTypeParsers();
