@@ -8,7 +8,6 @@
 //   BENCH_SECONDS=10 (per measurement)   BENCH_USERS=100000   BENCH_SKIP_POSTGRES=1   BENCH_PROFILE=dir
 //   (BENCH_PROFILE: the service runs with --cpu-prof and writes its profile into dir)
 import { execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -407,7 +406,7 @@ async function usersPart() {
       () =>
         withDb(async (c) => {
           const plan = await c.query(
-            `EXPLAIN ANALYZE SELECT u.id FROM users u WHERE (lower(u.username) LIKE '%user4242%' OR lower(u.name) LIKE '%user4242%') ORDER BY u.name COLLATE "C" ASC LIMIT 20`,
+            `EXPLAIN ANALYZE SELECT u.id, COUNT(*) OVER () FROM users u WHERE (lower(u.username) LIKE '%user4242%' OR lower(u.name) LIKE '%user4242%') ORDER BY lower(u.name) COLLATE "C" ASC, u.id ASC LIMIT 20`,
           );
           return `PostgreSQL plan (search + sort):\n  ${plan.rows.map((r) => r['QUERY PLAN']).join('\n  ')}`;
         }),
