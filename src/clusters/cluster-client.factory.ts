@@ -9,15 +9,14 @@ import {
 } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { readFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
-import { Agent, type RequestOptions as HttpsRequestOptions } from 'node:https';
+import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { LocalWrites } from '../database/local-writes.js';
 import type { ClusterConnection, ClusterConnections } from './cluster-connection.js';
 import { ClusterEntity } from './cluster.entity.js';
-import { KubeconfigError, selectContext, type KubeconfigContext } from './kubeconfig.js';
+import { credentialsOf, KubeconfigError, selectContext, type KubeconfigContext } from './kubeconfig.js';
 import { SecretBox } from './secret-box.js';
 
 /** The additional data a sealed kubeconfig is bound to. */
@@ -149,16 +148,17 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     if (!row) throw new ClusterUnusableError('it was deleted');
     // The row may have moved past `generation` meanwhile: the connection says what it was built from,
     // and the cache entry keeps the generation asked for, so the next call builds it again.
-    const connection = row.inCluster ? this.inClusterConnection(row) : await this.kubeconfigConnection(row);
+    const connection = row.inCluster ? this.inClusterConnection(row) : this.kubeconfigConnection(row);
     this.logger.debug(`connection to cluster '${row.name}' (generation ${row.generation}) built`);
     return connection;
   }
 
   /**
-   * A stored kubeconfig's connection. Our own validation decided what the kubeconfig may contain;
-   * client-node's KubeConfig then turns the selected context into TLS material and credentials.
+   * A stored kubeconfig's connection. Our own validation decided what the kubeconfig may contain
+   * (inline credentials only); `credentialsOf` turns the selected context into TLS material and the
+   * Authorization header.
    */
-  private async kubeconfigConnection(row: ClusterEntity): Promise<ClusterConnection> {
+  private kubeconfigConnection(row: ClusterEntity): ClusterConnection {
     if (!row.configSealed) throw new ClusterUnusableError('it has no stored kubeconfig');
     let context: KubeconfigContext;
     try {
@@ -169,33 +169,8 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       }
       throw new ClusterUnusableError(`its stored kubeconfig cannot be decrypted: ${(error as Error).message}`);
     }
-    const { cluster, user } = context;
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromOptions({
-      clusters: [
-        {
-          name: 'cluster',
-          server: cluster.server,
-          caData: cluster.certificateAuthorityData,
-          skipTLSVerify: cluster.insecureSkipTlsVerify,
-          tlsServerName: cluster.tlsServerName,
-        },
-      ],
-      users: [
-        {
-          name: 'user',
-          token: user.token,
-          certData: user.clientCertificateData,
-          keyData: user.clientKeyData,
-          username: user.username,
-          password: user.password,
-        },
-      ],
-      contexts: [{ name: 'context', cluster: 'cluster', user: 'user' }],
-      currentContext: 'context',
-    });
-    const tls: HttpsRequestOptions = {};
-    await kubeConfig.applyToHTTPSOptions(tls);
+    const { cluster } = context;
+    const tls = credentialsOf(context);
     const agent = new Agent({
       keepAlive: true,
       ca: tls.ca,
@@ -204,10 +179,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       ...(cluster.tlsServerName ? { servername: cluster.tlsServerName } : {}),
       rejectUnauthorized: !cluster.insecureSkipTlsVerify,
     });
-    const headers: Record<string, string> = {};
-    const authorization = (tls.headers as Record<string, string> | undefined)?.Authorization;
-    if (authorization) headers.authorization = authorization;
-    else if (tls.auth) headers.authorization = `Basic ${Buffer.from(tls.auth).toString('base64')}`;
+    const headers: Record<string, string> = tls.authorization ? { authorization: tls.authorization } : {};
     return {
       clusterId: row.id,
       clusterName: row.name,
