@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import secureJson from 'secure-json-parse';
 import { AppModule } from './app.module.js';
 import { attachDrain } from './common/drain.js';
-import { createPino, PinoNestLogger } from './common/logger.js';
+import { createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import type { AppConfig } from './config/config.js';
 import { attachServiceMetrics } from './metrics/service-endpoint.js';
 import { setupSwagger } from './openapi.js';
@@ -33,6 +33,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   const pino = createPino(config.logLevel);
   const adapter = new FastifyAdapter({
     loggerInstance: pino,
+    logController: new OneLineLogController(),
     bodyLimit: RESOURCE_BODY_LIMIT,
     trustProxy: config.trustProxy,
     routerOptions: { ignoreTrailingSlash: true },
@@ -52,6 +53,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+
   attachDrain(app, fastify);
   attachServiceMetrics(app, fastify, config);
 

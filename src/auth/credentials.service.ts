@@ -2,6 +2,7 @@ import { Inject, Injectable, UnauthorizedException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { LocalWrites } from '../database/local-writes.js';
 import { dbDate, runSql } from '../database/sql.js';
 import { ROLE_ADMIN, type RoleName } from '../users/role.entity.js';
 import { ApiKeyEntity } from './api-key.entity.js';
@@ -11,6 +12,17 @@ import { API_KEY_PREFIX, SESSION_TOKEN_PREFIX, sha256Hex } from './tokens.js';
 
 /** Writes of "last seen" times are skipped when the stored one is this recent: no write on every request. */
 const TOUCH_INTERVAL_MS = 60_000;
+
+/**
+ * How long a resolved caller (or a refusal) is trusted: the bound on how late a revoked session, a
+ * disabled or deleted user, a deleted key or a role change made through another replica is seen.
+ * Writes through this replica are seen by its next request at once (`LocalWrites`).
+ */
+export const CALLER_TTL_MS = 1000;
+/** Past this many cached credentials the cache starts over (bounded memory under a flood of tokens). */
+const MAX_CACHED_CALLERS = 10_000;
+/** New sessions and keys cannot be in the cache yet: their inserts need not empty it (logins stay cheap). */
+const NEW_CREDENTIAL_TABLES = new Set(['sessions', 'api_keys']);
 
 const INVALID = 'invalid or expired credentials';
 
@@ -27,20 +39,41 @@ interface SessionRow {
 /** Turns a presented session token or API key into a caller, or refuses it. */
 @Injectable()
 export class CredentialsService {
+  private readonly callers = new Map<string, { caller: Promise<Caller>; resolvedAt: number }>();
+
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @InjectRepository(SessionEntity) private readonly sessions: Repository<SessionEntity>,
     @InjectRepository(ApiKeyEntity) private readonly apiKeys: Repository<ApiKeyEntity>,
-  ) {}
+    localWrites: LocalWrites,
+  ) {
+    localWrites.subscribe(
+      () => this.callers.clear(),
+      (table, kind) => !(kind === 'insert' && NEW_CREDENTIAL_TABLES.has(table)),
+    );
+  }
 
-  async resolve(secret: string): Promise<Caller> {
-    if (secret.startsWith(SESSION_TOKEN_PREFIX)) return this.resolveSession(secret);
-    if (secret.startsWith(API_KEY_PREFIX)) return this.resolveApiKey(secret);
-    throw new UnauthorizedException(INVALID);
+  /**
+   * The caller a session token or API key stands for, from a cache of at most CALLER_TTL_MS
+   * (concurrent requests with one credential share one look-up). The Caller is shared: read-only.
+   */
+  resolve(secret: string): Promise<Caller> {
+    if (!secret.startsWith(SESSION_TOKEN_PREFIX) && !secret.startsWith(API_KEY_PREFIX)) {
+      return Promise.reject(new UnauthorizedException(INVALID));
+    }
+    const hash = sha256Hex(secret);
+    const now = Date.now();
+    const cached = this.callers.get(hash);
+    if (cached && now - cached.resolvedAt < CALLER_TTL_MS) return cached.caller;
+    if (this.callers.size >= MAX_CACHED_CALLERS) this.callers.clear();
+    const caller = secret.startsWith(SESSION_TOKEN_PREFIX) ? this.resolveSession(hash) : this.resolveApiKey(hash);
+    caller.catch(() => undefined); // a refusal is cached like a caller; each request awaiting it gets the 401
+    this.callers.set(hash, { caller, resolvedAt: now });
+    return caller;
   }
 
   /** Every authenticated request runs this: one indexed query, no entity hydration. */
-  private async resolveSession(token: string): Promise<Caller> {
+  private async resolveSession(hash: string): Promise<Caller> {
     const rows = await runSql<SessionRow>(
       this.sessions.manager.connection,
       `SELECT s.id AS session_id, s.last_seen_at, s.expires_at, u.id AS user_id, u.username, u.enabled, r.name AS role
@@ -49,7 +82,7 @@ export class CredentialsService {
          LEFT JOIN user_roles ur ON ur.user_id = u.id
          LEFT JOIN roles r ON r.id = ur.role_id
         WHERE s.token_hash = :hash`,
-      { hash: sha256Hex(token) },
+      { hash },
     );
     if (rows.length === 0) throw new UnauthorizedException(INVALID);
     const session = rows[0];
@@ -61,7 +94,11 @@ export class CredentialsService {
     }
     if (!session.enabled) throw new UnauthorizedException('user is disabled');
     if (now - lastSeenAt > TOUCH_INTERVAL_MS) {
-      await this.sessions.update({ id: session.session_id }, { lastSeenAt: new Date(now) });
+      // Hand-written SQL: a "last seen" time is nothing a cache depends on (LocalWrites does not see it).
+      await runSql(this.sessions.manager.connection, 'UPDATE sessions SET last_seen_at = :now WHERE id = :id', {
+        now: new Date(now),
+        id: session.session_id,
+      });
     }
     const roles = rows.map((r) => r.role).filter((r): r is RoleName => r !== null);
     return {
@@ -74,13 +111,16 @@ export class CredentialsService {
     };
   }
 
-  private async resolveApiKey(key: string): Promise<Caller> {
-    const apiKey = await this.apiKeys.findOne({ where: { keyHash: sha256Hex(key) } });
+  private async resolveApiKey(hash: string): Promise<Caller> {
+    const apiKey = await this.apiKeys.findOne({ where: { keyHash: hash } });
     if (!apiKey) throw new UnauthorizedException(INVALID);
     const now = Date.now();
     if (apiKey.expiresAt && apiKey.expiresAt.getTime() <= now) throw new UnauthorizedException('API key expired');
     if (!apiKey.lastUsedAt || now - apiKey.lastUsedAt.getTime() > TOUCH_INTERVAL_MS) {
-      await this.apiKeys.update({ id: apiKey.id }, { lastUsedAt: new Date(now) });
+      await runSql(this.apiKeys.manager.connection, 'UPDATE api_keys SET last_used_at = :now WHERE id = :id', {
+        now: new Date(now),
+        id: apiKey.id,
+      });
     }
     const role: RoleName = apiKey.role.name;
     return {

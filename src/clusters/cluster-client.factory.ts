@@ -9,14 +9,14 @@ import {
 } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { readFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
-import { Agent, type RequestOptions as HttpsRequestOptions } from 'node:https';
+import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { LocalWrites } from '../database/local-writes.js';
 import type { ClusterConnection, ClusterConnections } from './cluster-connection.js';
 import { ClusterEntity } from './cluster.entity.js';
-import { KubeconfigError, selectContext, type KubeconfigContext } from './kubeconfig.js';
+import { credentialsOf, KubeconfigError, selectContext, type KubeconfigContext } from './kubeconfig.js';
 import { SecretBox } from './secret-box.js';
 
 /** The additional data a sealed kubeconfig is bound to. */
@@ -26,6 +26,21 @@ export const CONFIG_PURPOSE = 'cas:cluster-config';
 export class ClusterUnusableError extends Error {}
 
 type ClusterKey = Pick<ClusterEntity, 'id' | 'generation'>;
+
+/**
+ * How long a cluster's row, read for a resource call, is trusted: the bound on how late a change made
+ * through another replica (config, name, enabled, deletion) is seen. Changes made through this replica
+ * are seen by its next call at once (`LocalWrites`).
+ */
+export const CLUSTER_ROW_TTL_MS = 1000;
+/** Unknown names are cached too (as null); past this many names the cache starts over. */
+const MAX_CACHED_ROWS = 1000;
+
+interface ClusterRow {
+  id: number;
+  enabled: boolean | number;
+  generation: number;
+}
 
 interface CacheEntry {
   generation: number;
@@ -37,28 +52,31 @@ interface CacheEntry {
  * the cluster's TLS settings and client certificate, and its credential headers.
  *
  * Connections are cached per cluster and tagged with the cluster's `generation`, which every change
- * of how to connect bumps. Each `forName` reads the cluster's row (an indexed select by name), so a
- * change made through any replica takes effect on the next call on every replica; a replaced
- * connection's agent is retired (idle sockets closed at once, busy ones when their response ends).
+ * of how to connect bumps. `forName` trusts a cluster's row (id, enabled, generation) for at most
+ * CLUSTER_ROW_TTL_MS, so a change made through any replica is used within a second on every replica
+ * (and at once on the replica that made it: `LocalWrites`); a replaced connection's agent is retired (idle sockets
+ * closed at once, busy ones when their response ends).
  */
 @Injectable()
 export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy {
   private readonly logger = new Logger(ClusterClientFactory.name);
   private readonly cache = new Map<number, CacheEntry>();
+  private readonly rows = new Map<string, { row: Promise<ClusterRow | undefined>; readAt: number }>();
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
     private readonly secretBox: SecretBox,
-  ) {}
+    localWrites: LocalWrites,
+  ) {
+    localWrites.subscribe(
+      () => this.rows.clear(),
+      (table) => table === 'clusters',
+    );
+  }
 
   async forName(name: string): Promise<ClusterConnection> {
-    // On every resource call: the row is what makes a change on any replica visible at once, so keep it lean.
-    const cluster = await this.clusters
-      .createQueryBuilder('c')
-      .select(['c.id AS id', 'c.enabled AS enabled', 'c.generation AS generation'])
-      .where('c.name = :name', { name })
-      .getRawOne<{ id: number; enabled: boolean | number; generation: number }>();
+    const cluster = await this.row(name);
     if (!cluster) throw new NotFoundException(`cluster '${name}' not found`);
     if (!cluster.enabled) throw new ConflictException(`cluster '${name}' is disabled`);
     try {
@@ -69,6 +87,23 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       }
       throw error;
     }
+  }
+
+  /** The cluster's row, read at most once per CLUSTER_ROW_TTL_MS (concurrent misses share one read). */
+  private row(name: string): Promise<ClusterRow | undefined> {
+    const now = Date.now();
+    const cached = this.rows.get(name);
+    if (cached && now - cached.readAt < CLUSTER_ROW_TTL_MS) return cached.row;
+    if (this.rows.size >= MAX_CACHED_ROWS) this.rows.clear();
+    const row = this.clusters
+      .createQueryBuilder('c')
+      .select(['c.id AS id', 'c.enabled AS enabled', 'c.generation AS generation'])
+      .where('c.name = :name', { name })
+      .getRawOne<ClusterRow>();
+    const entry = { row, readAt: now };
+    this.rows.set(name, entry);
+    row.catch(() => this.rows.get(name) === entry && this.rows.delete(name));
+    return row;
   }
 
   /** The connection for a cluster at its current generation; builds (and caches) it on a miss. */
@@ -113,16 +148,17 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     if (!row) throw new ClusterUnusableError('it was deleted');
     // The row may have moved past `generation` meanwhile: the connection says what it was built from,
     // and the cache entry keeps the generation asked for, so the next call builds it again.
-    const connection = row.inCluster ? this.inClusterConnection(row) : await this.kubeconfigConnection(row);
+    const connection = row.inCluster ? this.inClusterConnection(row) : this.kubeconfigConnection(row);
     this.logger.debug(`connection to cluster '${row.name}' (generation ${row.generation}) built`);
     return connection;
   }
 
   /**
-   * A stored kubeconfig's connection. Our own validation decided what the kubeconfig may contain;
-   * client-node's KubeConfig then turns the selected context into TLS material and credentials.
+   * A stored kubeconfig's connection. Our own validation decided what the kubeconfig may contain
+   * (inline credentials only); `credentialsOf` turns the selected context into TLS material and the
+   * Authorization header.
    */
-  private async kubeconfigConnection(row: ClusterEntity): Promise<ClusterConnection> {
+  private kubeconfigConnection(row: ClusterEntity): ClusterConnection {
     if (!row.configSealed) throw new ClusterUnusableError('it has no stored kubeconfig');
     let context: KubeconfigContext;
     try {
@@ -133,33 +169,8 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       }
       throw new ClusterUnusableError(`its stored kubeconfig cannot be decrypted: ${(error as Error).message}`);
     }
-    const { cluster, user } = context;
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromOptions({
-      clusters: [
-        {
-          name: 'cluster',
-          server: cluster.server,
-          caData: cluster.certificateAuthorityData,
-          skipTLSVerify: cluster.insecureSkipTlsVerify,
-          tlsServerName: cluster.tlsServerName,
-        },
-      ],
-      users: [
-        {
-          name: 'user',
-          token: user.token,
-          certData: user.clientCertificateData,
-          keyData: user.clientKeyData,
-          username: user.username,
-          password: user.password,
-        },
-      ],
-      contexts: [{ name: 'context', cluster: 'cluster', user: 'user' }],
-      currentContext: 'context',
-    });
-    const tls: HttpsRequestOptions = {};
-    await kubeConfig.applyToHTTPSOptions(tls);
+    const { cluster } = context;
+    const tls = credentialsOf(context);
     const agent = new Agent({
       keepAlive: true,
       ca: tls.ca,
@@ -168,10 +179,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       ...(cluster.tlsServerName ? { servername: cluster.tlsServerName } : {}),
       rejectUnauthorized: !cluster.insecureSkipTlsVerify,
     });
-    const headers: Record<string, string> = {};
-    const authorization = (tls.headers as Record<string, string> | undefined)?.Authorization;
-    if (authorization) headers.authorization = authorization;
-    else if (tls.auth) headers.authorization = `Basic ${Buffer.from(tls.auth).toString('base64')}`;
+    const headers: Record<string, string> = tls.authorization ? { authorization: tls.authorization } : {};
     return {
       clusterId: row.id,
       clusterName: row.name,

@@ -37,6 +37,33 @@ export interface KubeconfigContext {
   user: KubeconfigUser;
 }
 
+/** What a connection needs from a context: TLS material (PEM) and the Authorization header value. */
+export interface ConnectionCredentials {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  authorization?: string;
+}
+
+/**
+ * The TLS material and Authorization header of a validated (inline-only) context: the same as
+ * client-node's `KubeConfig.applyToHTTPSOptions` gives for it (a unit test compares the two), without
+ * loading client-node's generated API models (about 70 MiB of memory) into the service.
+ */
+export function credentialsOf({ cluster, user }: Pick<KubeconfigContext, 'cluster' | 'user'>): ConnectionCredentials {
+  const decode = (data: string | undefined) => (data ? Buffer.from(data, 'base64') : undefined);
+  const credentials: ConnectionCredentials = {
+    ca: decode(cluster.certificateAuthorityData),
+    cert: decode(user.clientCertificateData),
+    key: decode(user.clientKeyData),
+  };
+  if (user.token) credentials.authorization = `Bearer ${user.token}`;
+  else if (user.username && user.password) {
+    credentials.authorization = `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;
+  }
+  return credentials;
+}
+
 /** What is wrong with a kubeconfig: one message per problem, each naming the field. */
 export class KubeconfigError extends Error {
   constructor(readonly problems: string[]) {

@@ -1,4 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
+import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import { pino, type Logger as Pino } from 'pino';
 import type { LogLevel } from '../config/config.js';
 
@@ -46,5 +47,24 @@ export class PinoNestLogger implements LoggerService {
   }
   verbose(message: unknown, ...params: unknown[]) {
     this.write('trace', message, params);
+  }
+}
+
+/**
+ * One log line per request, when it completes (Fastify writes two: incoming and completed). The path
+ * is logged without its query: a query may carry a one-time secret (an OpenID callback's code).
+ */
+export class OneLineLogController extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    const line = {
+      method: request.method,
+      path: request.url.split('?', 1)[0],
+      statusCode: reply.statusCode,
+      ms: Math.round(reply.elapsedTime),
+    };
+    if (error) reply.log.error({ ...line, err: error }, 'request errored');
+    else reply.log.info(line, 'request');
   }
 }

@@ -4,6 +4,7 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { dataSourceOptions } from './data-source.js';
 import { LeaseEntity } from './lease.entity.js';
 import { Leases } from './leases.js';
+import { LocalWrites } from './local-writes.js';
 import { Transactions } from './transactions.js';
 
 @Global()
@@ -15,7 +16,7 @@ import { Transactions } from './transactions.js';
     }),
     TypeOrmModule.forFeature([LeaseEntity]),
   ],
-  providers: [Transactions, Leases],
-  exports: [Transactions, Leases],
+  providers: [Transactions, Leases, LocalWrites],
+  exports: [Transactions, Leases, LocalWrites],
 })
 export class DatabaseModule {}

@@ -81,12 +81,29 @@ export class UsersService {
     if (query.sortBy === 'lastLoginAt') qb.addOrderBy('CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END', 'ASC');
     if (query.sortBy !== 'id') qb.addOrderBy(SORT_COLUMNS[query.sortBy] + this.textCollation(query.sortBy), direction);
     qb.addOrderBy('u.id', direction);
-    const [users, total] = await qb
-      .offset((query.page - 1) * query.size)
-      .limit(query.size)
-      .getManyAndCount();
+    qb.offset((query.page - 1) * query.size).limit(query.size);
+    let users: UserEntity[];
+    let total: number;
+    if (query.search || query.role) {
+      // One pass over the matching rows: the page and the total together (a window count) instead of a
+      // second query filtering the whole table again. Past the last page no row carries the total.
+      const { entities, raw } = await qb
+        .addSelect('COUNT(*) OVER ()', 'total')
+        .getRawAndEntities<{ total: number | string }>();
+      users = entities;
+      total = raw.length > 0 ? Number(raw[0].total) : await this.countFiltered(query);
+    } else {
+      // Unfiltered, counting the table is cheap and the page reads only up to its offset in the sort index.
+      [users, total] = await qb.getManyAndCount();
+    }
     await this.attachRoles(users);
     return { users: users.map(toUserResponse), total, page: query.page, size: query.size };
+  }
+
+  private countFiltered(query: ListUsersQueryDto): Promise<number> {
+    const qb = this.users.createQueryBuilder('u');
+    this.applyFilters(qb, query);
+    return qb.getCount();
   }
 
   /** Text sorts by code point of the lower-cased value on both databases (SQLite's BINARY; PostgreSQL's "C"). */
@@ -100,6 +117,13 @@ export class UsersService {
       qb.andWhere("(LOWER(u.username) LIKE :pattern ESCAPE '\\' OR LOWER(u.name) LIKE :pattern ESCAPE '\\')", {
         pattern: likePattern(query.search),
       });
+      // SQLite: the trigram index narrows the rows first (it needs 3 characters); LIKE above stays the rule.
+      // PostgreSQL's trigram indexes serve the LIKE itself.
+      if (this.users.manager.connection.options.type === 'better-sqlite3' && [...query.search].length >= 3) {
+        qb.andWhere('u.id IN (SELECT rowid FROM users_search WHERE users_search MATCH :phrase)', {
+          phrase: `"${query.search.replace(/"/g, '""')}"`,
+        });
+      }
     }
     if (query.role) {
       qb.andWhere(

@@ -51,7 +51,7 @@ describe(
       for (const cp of [a, b]) await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);
     });
 
-    test("a cluster's config changed on one replica is used by the next resource call on another", async () => {
+    test("a cluster's config changed on one replica is used by resource calls on the others within 1 s", async () => {
       const created = await admin(0, 'POST', 'admin/clusters', { name: 'moving', config: kubeconfigFor(a) });
       assert.equal(created.status, 201, created.text);
       const read = (i: number) =>
@@ -59,11 +59,21 @@ describe(
       assert.equal((await read(2)).body.data.cluster, 'a', 'replica 2 has a cached connection to a');
       const moved = await admin(1, 'PUT', `admin/clusters/${created.body.id}`, { config: kubeconfigFor(b) });
       assert.equal(moved.status, 200, moved.text);
-      const started = Date.now();
-      const next = await read(2);
-      assert.equal(next.body.data.cluster, 'b', 'the very next call on replica 2 reaches b');
-      assert.ok(Date.now() - started < 1000);
-      assert.equal((await read(0)).body.data.cluster, 'b');
+      assert.equal((await read(1)).body.data.cluster, 'b', 'the very next call on the replica that made it');
+      // The others trust the row they read for at most 1 s.
+      for (const i of [0, 2]) {
+        // Staleness is when the first request that reached b was sent, not how long it took (discovery of b).
+        const started = Date.now();
+        for (;;) {
+          const sentAt = Date.now() - started;
+          if ((await read(i)).body.data.cluster === 'b') {
+            console.log(`config change seen by replica ${i} after ${sentAt} ms`);
+            break;
+          }
+          assert.ok(sentAt < 1300, `replica ${i} still reached a ${sentAt} ms after the change`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
     });
 
     test('30 concurrent default switches spread over the replicas leave exactly one default', async () => {

@@ -3,6 +3,7 @@ import { Init1795340064051 } from './1795340064051-Init.js';
 import { Clusters1795340847552 } from './1795340847552-Clusters.js';
 import { Leases1795342471261 } from './1795342471261-Leases.js';
 import { MetricsStatus1795352102411 } from './1795352102411-MetricsStatus.js';
+import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -11,4 +12,5 @@ export const POSTGRES_MIGRATIONS = [
   Clusters1795340847552,
   Leases1795342471261,
   MetricsStatus1795352102411,
+  UserListIndexes1795353245680,
 ];

@@ -3,6 +3,7 @@ import { Init1795340060761 } from './1795340060761-Init.js';
 import { Clusters1795340841221 } from './1795340841221-Clusters.js';
 import { Leases1795342462821 } from './1795342462821-Leases.js';
 import { MetricsStatus1795352102410 } from './1795352102410-MetricsStatus.js';
+import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const SQLITE_MIGRATIONS = [
@@ -11,4 +12,5 @@ export const SQLITE_MIGRATIONS = [
   Clusters1795340841221,
   Leases1795342462821,
   MetricsStatus1795352102410,
+  UserListIndexes1795353245680,
 ];
