@@ -176,6 +176,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       clusterId: row.id,
       clusterName: row.name,
       generation: row.generation,
+      impersonate: row.impersonate,
       server: new URL(cluster.server),
       agent,
       authHeaders: () => ({ ...headers }),
@@ -206,6 +207,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       clusterId: row.id,
       clusterName: row.name,
       generation: row.generation,
+      impersonate: row.impersonate,
       server: new URL(inClusterServer),
       agent,
       authHeaders: () => {

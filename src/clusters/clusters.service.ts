@@ -68,6 +68,7 @@ export class ClustersService {
         name: dto.name,
         description: dto.description ?? '',
         metricsURL: dto.metricsURL ?? '',
+        impersonate: dto.impersonate ?? false,
         isDefault,
         ...connection,
       });
@@ -98,9 +99,15 @@ export class ClustersService {
       if (dto.description !== undefined) changes.description = dto.description;
       if (dto.metricsURL !== undefined) changes.metricsURL = dto.metricsURL;
       if (dto.enabled !== undefined && dto.enabled !== cluster.enabled) changes.enabled = dto.enabled;
+      if (dto.impersonate !== undefined && dto.impersonate !== cluster.impersonate)
+        changes.impersonate = dto.impersonate;
       if (connection)
         Object.assign(changes, { ...connection, version: '', status: 'unreachable', error: 'not checked yet' });
-      const reconnect = changes.name !== undefined || changes.enabled !== undefined || connection !== undefined;
+      const reconnect =
+        changes.name !== undefined ||
+        changes.enabled !== undefined ||
+        changes.impersonate !== undefined ||
+        connection !== undefined;
       if (reconnect) changes.generation = cluster.generation + 1;
       if (dto.isDefault === true && !cluster.isDefault) {
         await this.clearDefault(manager);
@@ -189,6 +196,7 @@ export class ClustersService {
       inCluster: cluster.inCluster,
       isDefault: cluster.isDefault,
       metricsURL: cluster.metricsURL,
+      impersonate: cluster.impersonate,
       config: '',
       version: cluster.version,
       server: cluster.inCluster ? this.config.clusters.inClusterServer : cluster.server,
@@ -233,7 +241,9 @@ export class ClustersService {
 
   private async insert(
     manager: EntityManager,
-    values: Pick<ClusterEntity, 'name' | 'description' | 'metricsURL' | 'isDefault'> & Connection,
+    values: Pick<ClusterEntity, 'name' | 'description' | 'metricsURL' | 'isDefault'> &
+      Partial<Pick<ClusterEntity, 'impersonate'>> &
+      Connection,
   ): Promise<ClusterEntity> {
     const cluster = manager.create(ClusterEntity, {
       ...values,
