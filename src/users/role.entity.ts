@@ -31,7 +31,6 @@ export class RoleEntity {
   /** The role's rules, as JSON (`AccessRule[]`): read on every request with the caller, so kept in the row. */
   @Column({
     type: 'text',
-    default: '[]',
     transformer: {
       to: (value: AccessRule[] | undefined) => (value === undefined ? undefined : JSON.stringify(value)),
       from: (value: string | null) => (value ? (JSON.parse(value) as AccessRule[]) : []),

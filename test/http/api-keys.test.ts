@@ -7,7 +7,7 @@ import { client, request } from '../support/http.js';
 
 describe('API keys', () => {
   let t: TestApp;
-  let admin: { token: string; username: string; password: string };
+  let admin: { id: number; token: string; username: string; password: string };
   let api: ReturnType<typeof client>;
   before(async () => {
     t = await startTestApp();
