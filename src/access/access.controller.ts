@@ -39,7 +39,7 @@ export class AccessController {
   @HttpCode(200)
   @ApiOkResponse({ type: DecisionDto })
   @ApiErrors(400, 404)
-  async canI(@Auth() caller: Caller, @Body() dto: CanIDto): Promise<DecisionDto> {
+  async checkPermission(@Auth() caller: Caller, @Body() dto: CanIDto): Promise<DecisionDto> {
     const attempt = this.authorizer.mayAttempt(caller, dto.verb, dto.cluster);
     if (!attempt.allowed) return attempt;
     await this.assertExists(dto.cluster);

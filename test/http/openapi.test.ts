@@ -35,6 +35,18 @@ const CONTRACT_OPERATION_IDS = [
   'deleteResource',
 ];
 const HEALTH_OPERATION_IDS = ['getHealth', 'getReadiness'];
+/** Issue 12: roles with rules, keys owned by users, what a caller may do. */
+const ACCESS_OPERATION_IDS = [
+  'createRole',
+  'getRole',
+  'updateRole',
+  'deleteRole',
+  'listOwnApiKeys',
+  'createOwnApiKey',
+  'deleteOwnApiKey',
+  'getMyPermissions',
+  'checkPermission',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -61,7 +73,7 @@ describe('OpenAPI document', () => {
         const label = `${method.toUpperCase()} ${path}`;
         ids.push(op.operationId);
         assert.ok(
-          [...CONTRACT_OPERATION_IDS, ...HEALTH_OPERATION_IDS].includes(op.operationId),
+          [...CONTRACT_OPERATION_IDS, ...HEALTH_OPERATION_IDS, ...ACCESS_OPERATION_IDS].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );
         assert.ok(op.tags?.length > 0, `${label} has a tag`);
@@ -88,7 +100,7 @@ describe('OpenAPI document', () => {
       }
     }
     assert.equal(new Set(ids).size, ids.length, 'operationIds are unique');
-    for (const id of CONTRACT_OPERATION_IDS) assert.ok(ids.includes(id), `missing ${id}`);
+    for (const id of [...CONTRACT_OPERATION_IDS, ...ACCESS_OPERATION_IDS]) assert.ok(ids.includes(id), `missing ${id}`);
     for (const scheme of ['apiKey', 'bearer', 'session']) assert.ok(served.components.securitySchemes[scheme], scheme);
   });
 
