@@ -1,7 +1,15 @@
 import { Global, Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { ClusterEntity } from '../clusters/cluster.entity.js';
+import { AccessController } from './access.controller.js';
 import { Authorizer } from './authorizer.js';
 
-/** The authorizer, available to every module. */
+/** The authorizer, available to every module; and the routes that tell a caller what it may do. */
 @Global()
-@Module({ providers: [Authorizer], exports: [Authorizer] })
+@Module({
+  imports: [TypeOrmModule.forFeature([ClusterEntity])],
+  controllers: [AccessController],
+  providers: [Authorizer],
+  exports: [Authorizer],
+})
 export class AccessModule {}

@@ -1,11 +1,17 @@
 import { ForbiddenException, Injectable } from '@nestjs/common';
 import type { Caller } from '../auth/caller.js';
-import { ROLE_ADMIN, ROLE_VIEWER } from '../users/role.entity.js';
+import {
+  ANY,
+  coversName,
+  coversNamespace,
+  coversResource,
+  coversVerb,
+  type GrantedRule,
+  NAMED_ONLY_RESOURCES,
+  type Verb,
+} from './rules.js';
 
-/** What a caller may do to a resource: the Kubernetes verbs the routes use, and `log` for pod logs. */
-export const VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'log'] as const;
-export type Verb = (typeof VERBS)[number];
-const READ_VERBS: ReadonlySet<Verb> = new Set(['get', 'list', 'watch', 'log']);
+export { VERBS, type Verb } from './rules.js';
 
 /**
  * One question to the authorizer. `resource` is the canonical id the routes use after discovery:
@@ -26,22 +32,38 @@ export interface Decision {
   reason: string;
 }
 
+/** What a caller may do on one cluster: the rules of its roles that apply there. */
+export interface Permissions {
+  /** The admin role: everything, on every cluster, and the admin routes. */
+  admin: boolean;
+  rules: Array<{ role: string; namespaces: string[]; resources: string[]; verbs: string[] }>;
+}
+
+const allow = (reason: string): Decision => ({ allowed: true, reason });
+const deny = (reason: string): Decision => ({ allowed: false, reason });
+const quoted = (values: Iterable<string>) => [...new Set(values)].map((v) => (v === ANY ? "'*'" : v)).join(', ');
+
 /**
  * The only code that knows how roles combine into permissions. Every route that touches a
- * cluster asks it (resource routes, streams, logs, metrics), and `can-i` answers from the same
- * function, so what a frontend is told and what the routes do cannot drift. Deny by default.
+ * cluster asks it (resource routes, streams, logs, metrics), and `can-i` and the permissions route
+ * answer from it, so what a frontend is told and what the routes do cannot drift. A rule grants;
+ * nothing else does: deny by default.
  */
 @Injectable()
 export class Authorizer {
   can(caller: Caller, request: AccessRequest): Decision {
-    if (caller.isAdmin || caller.roles.includes(ROLE_ADMIN)) return { allowed: true, reason: 'role admin' };
-    if (caller.roles.includes(ROLE_VIEWER) && READ_VERBS.has(request.verb)) {
-      if (request.resource === 'secrets') return { allowed: false, reason: 'reading secrets needs the admin role' };
-      if (request.resource === 'metrics') return { allowed: false, reason: 'metrics queries need the admin role' };
-      return { allowed: true, reason: 'role viewer' };
-    }
-    if (caller.roles.length === 0) return { allowed: false, reason: 'the caller has no role' };
-    return { allowed: false, reason: `${request.verb} on ${request.resource} needs the admin role` };
+    if (caller.isAdmin) return allow('role admin');
+    if (caller.roles.length === 0) return deny('the caller has no role');
+    const rules = caller.rules ?? [];
+    const granting = rules.find(
+      (r) =>
+        coversName(r.clusters, request.cluster) &&
+        coversVerb(r.verbs, request.verb) &&
+        coversResource(r.resources, request.resource) &&
+        coversNamespace(r.namespaces, request.namespace),
+    );
+    if (granting) return allow(`role ${granting.role}`);
+    return deny(this.explain(rules, request));
   }
 
   /** Throws 403 with the reason unless the caller may do this. */
@@ -51,13 +73,46 @@ export class Authorizer {
   }
 
   /**
-   * A cheap check before any work on the cluster: could any of the caller's roles allow this verb
+   * A cheap check before any work on the cluster: could any of the caller's rules allow this verb
    * on this cluster at all? Refusing here keeps callers from probing clusters they cannot use.
    */
-  mayAttempt(caller: Caller, verb: Verb, _cluster: string): Decision {
-    if (caller.isAdmin || caller.roles.includes(ROLE_ADMIN)) return { allowed: true, reason: 'role admin' };
-    if (caller.roles.includes(ROLE_VIEWER) && READ_VERBS.has(verb)) return { allowed: true, reason: 'role viewer' };
-    if (caller.roles.length === 0) return { allowed: false, reason: 'the caller has no role' };
-    return { allowed: false, reason: 'changing cluster resources needs the admin role' };
+  mayAttempt(caller: Caller, verb: Verb, cluster: string): Decision {
+    if (caller.isAdmin) return allow('role admin');
+    if (caller.roles.length === 0) return deny('the caller has no role');
+    const onCluster = (caller.rules ?? []).filter((r) => coversName(r.clusters, cluster));
+    if (onCluster.length === 0) return deny(`your roles grant nothing on cluster '${cluster}'`);
+    const granting = onCluster.find((r) => coversVerb(r.verbs, verb));
+    if (granting) return allow(`role ${granting.role}`);
+    return deny(`your roles do not allow ${verb} on cluster '${cluster}'`);
+  }
+
+  /** The caller's effective rules on one cluster (what `GET /auth/me/permissions` shows). */
+  permissions(caller: Caller, cluster: string): Permissions {
+    return {
+      admin: caller.isAdmin,
+      rules: (caller.rules ?? [])
+        .filter((r) => coversName(r.clusters, cluster))
+        .map((r) => ({ role: r.role, namespaces: r.namespaces, resources: r.resources, verbs: r.verbs })),
+    };
+  }
+
+  /** The closest miss, so that a 403 says what is lacking. */
+  private explain(rules: GrantedRule[], request: AccessRequest): string {
+    const { verb, cluster, resource, namespace } = request;
+    const onCluster = rules.filter((r) => coversName(r.clusters, cluster));
+    if (onCluster.length === 0) return `your roles grant nothing on cluster '${cluster}'`;
+    const forAction = onCluster.filter((r) => coversVerb(r.verbs, verb) && coversResource(r.resources, resource));
+    if (forAction.length === 0) {
+      const byWildcard = onCluster.some((r) => coversVerb(r.verbs, verb) && r.resources.includes(ANY));
+      if (byWildcard && NAMED_ONLY_RESOURCES.has(resource)) {
+        return `${verb} on ${resource} needs a role that names '${resource}' (a '*' does not cover it)`;
+      }
+      return `your roles do not allow ${verb} on ${resource} on cluster '${cluster}'`;
+    }
+    const namespaces = quoted(forAction.flatMap((r) => r.namespaces));
+    if (namespace === null) {
+      return `${verb} on ${resource} across all namespaces (or cluster-scoped) needs a role covering every namespace ('*'); your roles allow ${verb} on ${resource} only in namespaces: ${namespaces}`;
+    }
+    return `your roles do not allow ${verb} on ${resource} in namespace '${namespace}' on cluster '${cluster}'; they allow it in namespaces: ${namespaces}`;
   }
 }

@@ -1,5 +1,16 @@
-import { Column, CreateDateColumn, Entity, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import {
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  JoinTable,
+  ManyToMany,
+  ManyToOne,
+  PrimaryGeneratedColumn,
+} from 'typeorm';
 import { RoleEntity } from '../users/role.entity.js';
+import { UserEntity } from '../users/user.entity.js';
 
 @Entity('api_keys')
 export class ApiKeyEntity {
@@ -13,12 +24,26 @@ export class ApiKeyEntity {
   @Column({ name: 'name_key', type: 'varchar', length: 100, unique: true })
   nameKey: string;
 
-  @Column({ name: 'role_id', type: 'integer' })
-  roleId: number;
+  /** The user the key acts for: it acts with its own roles intersected with the owner's current ones. */
+  @Index('idx_api_keys_owner')
+  @Column({ name: 'owner_id', type: 'integer' })
+  ownerId: number;
 
-  @ManyToOne(() => RoleEntity, { onDelete: 'RESTRICT', eager: true })
-  @JoinColumn({ name: 'role_id', foreignKeyConstraintName: 'fk_api_keys_role' })
-  role: RoleEntity;
+  @ManyToOne(() => UserEntity, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'owner_id', foreignKeyConstraintName: 'fk_api_keys_owner' })
+  owner: UserEntity;
+
+  @ManyToMany(() => RoleEntity)
+  @JoinTable({
+    name: 'api_key_roles',
+    joinColumn: { name: 'api_key_id', referencedColumnName: 'id', foreignKeyConstraintName: 'fk_api_key_roles_key' },
+    inverseJoinColumn: {
+      name: 'role_id',
+      referencedColumnName: 'id',
+      foreignKeyConstraintName: 'fk_api_key_roles_role',
+    },
+  })
+  roles: RoleEntity[];
 
   /** The first characters of the key, shown in listings so a person can tell keys apart. */
   @Column({ type: 'varchar', length: 16 })

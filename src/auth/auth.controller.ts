@@ -1,4 +1,16 @@
-import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import {
+  Body,
+  Controller,
+  Delete,
+  ForbiddenException,
+  Get,
+  HttpCode,
+  Inject,
+  Param,
+  Post,
+  Req,
+  Res,
+} from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiErrors } from '../common/api-errors.js';
@@ -74,7 +86,7 @@ export class AuthController {
 export class ApiKeysController {
   constructor(private readonly apiKeys: ApiKeysService) {}
 
-  /** Lists API keys (never the keys themselves). */
+  /** Lists every user's API keys (never the keys themselves). */
   @Authenticated({ admin: true })
   @Get()
   @ApiOkResponse({ type: ApiKeyDto, isArray: true })
@@ -82,7 +94,7 @@ export class ApiKeysController {
     return this.apiKeys.listApiKeys();
   }
 
-  /** Creates an API key; the key is in this response only. */
+  /** Creates an API key owned by the caller; the key is in this response only. */
   @Authenticated({ admin: true })
   @Post()
   @ApiCreatedResponse({ type: CreatedApiKeyDto })
@@ -91,7 +103,7 @@ export class ApiKeysController {
     return this.apiKeys.createApiKey(dto, caller);
   }
 
-  /** Deletes an API key; it stops working at once. */
+  /** Deletes any user's API key; it stops working at once. */
   @Authenticated({ admin: true })
   @Delete(':id')
   @ApiOkResponse({ type: SuccessResponseDto })
@@ -100,4 +112,43 @@ export class ApiKeysController {
     await this.apiKeys.deleteApiKey(id);
     return { success: true };
   }
+}
+
+/** The caller's own API keys (an API key caller manages its owner's keys). */
+@ApiTags('API keys')
+@Controller('auth/apikeys')
+export class OwnApiKeysController {
+  constructor(private readonly apiKeys: ApiKeysService) {}
+
+  /** Lists the caller's own API keys (never the keys themselves). */
+  @Authenticated()
+  @Get()
+  @ApiOkResponse({ type: ApiKeyDto, isArray: true })
+  listOwnApiKeys(@Auth() caller: Caller): Promise<ApiKeyDto[]> {
+    return this.apiKeys.listApiKeys(ownerOf(caller));
+  }
+
+  /** Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this response only. */
+  @Authenticated()
+  @Post()
+  @ApiCreatedResponse({ type: CreatedApiKeyDto })
+  @ApiErrors(400, 409)
+  createOwnApiKey(@Auth() caller: Caller, @Body() dto: CreateApiKeyDto): Promise<CreatedApiKeyDto> {
+    return this.apiKeys.createApiKey(dto, caller);
+  }
+
+  /** Deletes one of the caller's own API keys (another user's key: 404); it stops working at once. */
+  @Authenticated()
+  @Delete(':id')
+  @ApiOkResponse({ type: SuccessResponseDto })
+  @ApiErrors(400, 404)
+  async deleteOwnApiKey(@Auth() caller: Caller, @Param('id', ParseIdPipe) id: number): Promise<SuccessResponseDto> {
+    await this.apiKeys.deleteApiKey(id, ownerOf(caller));
+    return { success: true };
+  }
+}
+
+function ownerOf(caller: Caller): number {
+  if (caller.userId === null) throw new ForbiddenException('API keys belong to users: sign in first');
+  return caller.userId;
 }

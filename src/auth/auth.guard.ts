@@ -12,7 +12,7 @@ import type { FastifyRequest } from 'fastify';
 import { Repository } from 'typeorm';
 import { UserEntity } from '../users/user.entity.js';
 import { ACCESS_METADATA, type AccessRule } from './auth.decorators.js';
-import type { Caller } from './caller.js';
+import { bootstrapCaller, type Caller } from './caller.js';
 import { CredentialsService } from './credentials.service.js';
 import { SESSION_COOKIE } from './session-cookie.js';
 
@@ -55,7 +55,7 @@ export class AuthGuard implements CanActivate {
     const secret = presentedSecret(request);
     if (!secret) {
       if (rule.publicUntilFirstUser && (await this.users.count()) === 0) {
-        request.caller = { kind: 'bootstrap', id: null, name: 'bootstrap', roles: [], isAdmin: true, sessionId: null };
+        request.caller = bootstrapCaller();
         return true;
       }
       throw new UnauthorizedException('authentication required');

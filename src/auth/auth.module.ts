@@ -6,7 +6,7 @@ import { UserEntity } from '../users/user.entity.js';
 import { UsersModule } from '../users/users.module.js';
 import { ApiKeyEntity } from './api-key.entity.js';
 import { ApiKeysService } from './api-keys.service.js';
-import { ApiKeysController, AuthController } from './auth.controller.js';
+import { ApiKeysController, AuthController, OwnApiKeysController } from './auth.controller.js';
 import { AuthGuard } from './auth.guard.js';
 import { AuthService } from './auth.service.js';
 import { CredentialsService } from './credentials.service.js';
@@ -19,7 +19,7 @@ import { SessionEntity } from './session.entity.js';
     TypeOrmModule.forFeature([SessionEntity, ApiKeyEntity, LoginThrottleEntity, UserEntity, RoleEntity]),
     UsersModule,
   ],
-  controllers: [AuthController, ApiKeysController],
+  controllers: [AuthController, ApiKeysController, OwnApiKeysController],
   providers: [
     AuthService,
     ApiKeysService,

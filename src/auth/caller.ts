@@ -1,16 +1,39 @@
+import type { GrantedRule } from '../access/rules.js';
 import type { RoleName } from '../users/role.entity.js';
 
-/** Who is calling: a signed-in user, an API key, or (only on bootstrap routes before any user exists) nobody yet. */
+/**
+ * Who is calling: a signed-in user, an API key, or (only on bootstrap routes before any user exists)
+ * nobody yet. A plain object, so it can be cached and compared.
+ */
 export interface Caller {
   kind: 'user' | 'apiKey' | 'bootstrap';
   /** User id or API key id; null for bootstrap. */
   id: number | null;
   /** Username, or the API key's name. */
   name: string;
+  /** The roles the caller acts with (for an API key: its roles that its owner also holds). */
   roles: RoleName[];
   isAdmin: boolean;
+  /** The rules of those roles (the authorizer reads them). */
+  rules: GrantedRule[];
+  /** The user the caller acts for: the user itself, or the API key's owner; null for bootstrap. */
+  userId: number | null;
   /** Set when the caller authenticated with a session token. */
   sessionId: number | null;
+}
+
+/** The caller of a bootstrap route while no user exists. */
+export function bootstrapCaller(): Caller {
+  return {
+    kind: 'bootstrap',
+    id: null,
+    name: 'bootstrap',
+    roles: [],
+    isAdmin: true,
+    rules: [],
+    userId: null,
+    sessionId: null,
+  };
 }
 
 /** How a caller is recorded as a creator or in logs. */

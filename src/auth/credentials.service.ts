@@ -1,10 +1,11 @@
 import { Inject, Injectable, UnauthorizedException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
+import type { AccessRule, GrantedRule } from '../access/rules.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { LocalWrites } from '../database/local-writes.js';
 import { dbDate, runSql } from '../database/sql.js';
-import { ROLE_ADMIN, type RoleName } from '../users/role.entity.js';
+import { ROLE_ADMIN } from '../users/role.entity.js';
 import { ApiKeyEntity } from './api-key.entity.js';
 import type { Caller } from './caller.js';
 import { SessionEntity } from './session.entity.js';
@@ -26,17 +27,47 @@ const NEW_CREDENTIAL_TABLES = new Set(['sessions', 'api_keys']);
 
 const INVALID = 'invalid or expired credentials';
 
-interface SessionRow {
+interface RoleColumns {
+  role: string | null;
+  rules: string | null;
+}
+
+interface SessionRow extends RoleColumns {
   session_id: number;
   last_seen_at: Date | string;
   expires_at: Date | string;
   user_id: number;
   username: string;
   enabled: boolean | number;
-  role: RoleName | null;
 }
 
-/** Turns a presented session token or API key into a caller, or refuses it. */
+interface ApiKeyRow extends RoleColumns {
+  key_id: number;
+  name: string;
+  expires_at: Date | string | null;
+  last_used_at: Date | string | null;
+  owner_id: number;
+  owner_enabled: boolean | number;
+  /** 1 when the owner holds this role (or is an admin, who holds every role); 0 otherwise. */
+  owner_holds: number | string;
+}
+
+/** Roles and rules from the role columns of the rows (one row per role; none when the LEFT JOIN found none). */
+function rolesOf(rows: RoleColumns[]): { roles: string[]; rules: GrantedRule[] } {
+  const roles: string[] = [];
+  const rules: GrantedRule[] = [];
+  for (const row of rows) {
+    if (row.role === null) continue;
+    roles.push(row.role);
+    for (const rule of JSON.parse(row.rules ?? '[]') as AccessRule[]) rules.push({ role: row.role, ...rule });
+  }
+  return { roles, rules };
+}
+
+/**
+ * Turns a presented session token or API key into a caller, or refuses it. `resolve()` is the single
+ * entry point and runs on every request: one indexed query per credential kind, no entity hydration.
+ */
 @Injectable()
 export class CredentialsService {
   private readonly callers = new Map<string, { caller: Promise<Caller>; resolvedAt: number }>();
@@ -72,11 +103,11 @@ export class CredentialsService {
     return caller;
   }
 
-  /** Every authenticated request runs this: one indexed query, no entity hydration. */
   private async resolveSession(hash: string): Promise<Caller> {
     const rows = await runSql<SessionRow>(
       this.sessions.manager.connection,
-      `SELECT s.id AS session_id, s.last_seen_at, s.expires_at, u.id AS user_id, u.username, u.enabled, r.name AS role
+      `SELECT s.id AS session_id, s.last_seen_at, s.expires_at, u.id AS user_id, u.username, u.enabled,
+              r.name AS role, r.rules AS rules
          FROM sessions s
          INNER JOIN users u ON u.id = s.user_id
          LEFT JOIN user_roles ur ON ur.user_id = u.id
@@ -100,35 +131,62 @@ export class CredentialsService {
         id: session.session_id,
       });
     }
-    const roles = rows.map((r) => r.role).filter((r): r is RoleName => r !== null);
+    const { roles, rules } = rolesOf(rows);
     return {
       kind: 'user',
       id: session.user_id,
       name: session.username,
       roles,
       isAdmin: roles.includes(ROLE_ADMIN),
+      rules,
+      userId: session.user_id,
       sessionId: session.session_id,
     };
   }
 
+  /**
+   * A key acts with those of its roles that its owner holds now (an admin holds every role), and
+   * not at all once its owner is disabled or deleted (deleting the owner deletes its keys).
+   */
   private async resolveApiKey(hash: string): Promise<Caller> {
-    const apiKey = await this.apiKeys.findOne({ where: { keyHash: hash } });
-    if (!apiKey) throw new UnauthorizedException(INVALID);
+    const rows = await runSql<ApiKeyRow>(
+      this.apiKeys.manager.connection,
+      `SELECT k.id AS key_id, k.name, k.expires_at, k.last_used_at, u.id AS owner_id, u.enabled AS owner_enabled,
+              r.name AS role, r.rules AS rules,
+              CASE WHEN EXISTS (
+                SELECT 1 FROM user_roles ur INNER JOIN roles o ON o.id = ur.role_id
+                 WHERE ur.user_id = u.id AND (o.id = r.id OR o.name = :admin)
+              ) THEN 1 ELSE 0 END AS owner_holds
+         FROM api_keys k
+         INNER JOIN users u ON u.id = k.owner_id
+         LEFT JOIN api_key_roles kr ON kr.api_key_id = k.id
+         LEFT JOIN roles r ON r.id = kr.role_id
+        WHERE k.key_hash = :hash`,
+      { hash, admin: ROLE_ADMIN },
+    );
+    if (rows.length === 0) throw new UnauthorizedException(INVALID);
+    const apiKey = rows[0];
     const now = Date.now();
-    if (apiKey.expiresAt && apiKey.expiresAt.getTime() <= now) throw new UnauthorizedException('API key expired');
-    if (!apiKey.lastUsedAt || now - apiKey.lastUsedAt.getTime() > TOUCH_INTERVAL_MS) {
+    if (apiKey.expires_at && dbDate(apiKey.expires_at).getTime() <= now) {
+      throw new UnauthorizedException('API key expired');
+    }
+    if (!apiKey.owner_enabled) throw new UnauthorizedException("the API key's owner is disabled");
+    if (!apiKey.last_used_at || now - dbDate(apiKey.last_used_at).getTime() > TOUCH_INTERVAL_MS) {
+      // Hand-written SQL: a "last used" time is nothing a cache depends on (LocalWrites does not see it).
       await runSql(this.apiKeys.manager.connection, 'UPDATE api_keys SET last_used_at = :now WHERE id = :id', {
         now: new Date(now),
-        id: apiKey.id,
+        id: apiKey.key_id,
       });
     }
-    const role: RoleName = apiKey.role.name;
+    const { roles, rules } = rolesOf(rows.filter((r) => Number(r.owner_holds) === 1));
     return {
       kind: 'apiKey',
-      id: apiKey.id,
+      id: apiKey.key_id,
       name: apiKey.name,
-      roles: [role],
-      isAdmin: role === ROLE_ADMIN,
+      roles,
+      isAdmin: roles.includes(ROLE_ADMIN),
+      rules,
+      userId: apiKey.owner_id,
       sessionId: null,
     };
   }

@@ -184,6 +184,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       clusterId: row.id,
       clusterName: row.name,
       generation: row.generation,
+      impersonate: row.impersonate,
       server: new URL(cluster.server),
       agent,
       authHeaders: () => ({ ...headers }),
@@ -214,6 +215,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       clusterId: row.id,
       clusterName: row.name,
       generation: row.generation,
+      impersonate: row.impersonate,
       server: new URL(inClusterServer),
       agent,
       authHeaders: () => {

@@ -13,6 +13,8 @@ export interface ClusterConnection {
    * (discovery, for one) compare it to know they are stale.
    */
   generation: number;
+  /** Resource calls impersonate the caller (`Impersonate-User`/`-Group`); a change bumps `generation`. */
+  impersonate: boolean;
   /** The API server's base URL, e.g. `https://127.0.0.1:6443` (may carry a path prefix). */
   server: URL;
   /** Keep-alive HTTPS agent with the cluster's CA, client certificate/key and TLS settings. */

@@ -2,6 +2,7 @@ import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { outcomeOfStatus, recordClusterRequest } from '../metrics/service-metrics.js';
+import type { Impersonation } from '../access/impersonation.js';
 import type { ClusterConnection } from './cluster-connection.js';
 
 export interface ClusterRequest {
@@ -12,6 +13,11 @@ export interface ClusterRequest {
   body?: Buffer;
   contentType?: string;
   userAgent: string;
+  /**
+   * Sent as `Impersonate-User` and one `Impersonate-Group` per group: the service's own identity,
+   * built from the authenticated caller (never a header of the caller). Each value is checked.
+   */
+  impersonate?: Impersonation;
   /** How long the answer may take to start, and how long its body may stall. */
   timeoutMs: number;
 }
@@ -54,11 +60,12 @@ function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<Inco
   const url = conn.server;
   const secure = url.protocol === 'https:';
   const path = url.pathname.replace(/\/+$/, '') + request.path + (request.query?.size ? `?${request.query}` : '');
-  const headers: Record<string, string | number> = {
+  const headers: Record<string, string | string[] | number> = {
     accept: 'application/json',
     'user-agent': request.userAgent,
     ...conn.authHeaders(),
   };
+  if (request.impersonate) Object.assign(headers, impersonationHeaders(request.impersonate));
   if (request.body) {
     headers['content-type'] = request.contentType ?? 'application/json';
     headers['content-length'] = request.body.length;
@@ -85,6 +92,19 @@ function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<Inco
     });
     req.end(request.body);
   });
+}
+
+/** Printable ASCII, no leading or trailing space, bounded: nothing that could end a header or start another. */
+const SAFE_HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?$/;
+
+export function impersonationHeaders(impersonate: Impersonation): Record<string, string | string[]> {
+  for (const value of [impersonate.user, ...impersonate.groups]) {
+    if (!SAFE_HEADER_VALUE.test(value))
+      throw new Error(`refusing to impersonate with an unsafe value ${JSON.stringify(value)}`);
+  }
+  const headers: Record<string, string | string[]> = { 'impersonate-user': impersonate.user };
+  if (impersonate.groups.length) headers['impersonate-group'] = impersonate.groups;
+  return headers;
 }
 
 const UNREACHABLE_CODES = new Set([

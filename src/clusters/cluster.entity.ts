@@ -32,6 +32,13 @@ export class ClusterEntity {
   @Column({ name: 'is_default', type: 'boolean', default: false })
   isDefault: boolean;
 
+  /**
+   * Resource calls carry `Impersonate-User: cas:<username>` and `Impersonate-Group: cas:role:<role>`,
+   * so the cluster's own RBAC applies too and its audit log names the person.
+   */
+  @Column({ type: 'boolean', default: false })
+  impersonate: boolean;
+
   @Column({ name: 'metrics_url', type: 'varchar', length: 2048, default: '' })
   metricsURL: string;
 

@@ -68,6 +68,7 @@ export class ClustersService {
         name: dto.name,
         description: dto.description ?? '',
         metricsURL: dto.metricsURL ?? '',
+        impersonate: dto.impersonate ?? false,
         isDefault,
         ...connection,
       });
@@ -104,9 +105,15 @@ export class ClustersService {
         });
       }
       if (dto.enabled !== undefined && dto.enabled !== cluster.enabled) changes.enabled = dto.enabled;
+      if (dto.impersonate !== undefined && dto.impersonate !== cluster.impersonate)
+        changes.impersonate = dto.impersonate;
       if (connection)
         Object.assign(changes, { ...connection, version: '', status: 'unreachable', error: 'not checked yet' });
-      const reconnect = changes.name !== undefined || changes.enabled !== undefined || connection !== undefined;
+      const reconnect =
+        changes.name !== undefined ||
+        changes.enabled !== undefined ||
+        changes.impersonate !== undefined ||
+        connection !== undefined;
       if (reconnect) changes.generation = cluster.generation + 1;
       if (dto.isDefault === true && !cluster.isDefault) {
         await this.clearDefault(manager);
@@ -196,6 +203,7 @@ export class ClustersService {
       inCluster: cluster.inCluster,
       isDefault: cluster.isDefault,
       metricsURL: cluster.metricsURL,
+      impersonate: cluster.impersonate,
       config: '',
       version: cluster.version,
       server: cluster.inCluster ? this.config.clusters.inClusterServer : cluster.server,
@@ -242,7 +250,9 @@ export class ClustersService {
 
   private async insert(
     manager: EntityManager,
-    values: Pick<ClusterEntity, 'name' | 'description' | 'metricsURL' | 'isDefault'> & Connection,
+    values: Pick<ClusterEntity, 'name' | 'description' | 'metricsURL' | 'isDefault'> &
+      Partial<Pick<ClusterEntity, 'impersonate'>> &
+      Connection,
   ): Promise<ClusterEntity> {
     const cluster = manager.create(ClusterEntity, {
       ...values,

@@ -9,6 +9,7 @@ import {
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Authorizer, type Verb } from '../access/authorizer.js';
+import { type Impersonation, impersonationFor } from '../access/impersonation.js';
 import type { Caller } from '../auth/caller.js';
 import {
   CLUSTER_CONNECTIONS,
@@ -54,6 +55,8 @@ interface Resolved {
   namespace: string | null;
   name: string | null;
   path: string;
+  /** Set when the cluster impersonates callers: every request of this call goes as the caller. */
+  impersonate: Impersonation | undefined;
 }
 
 const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
@@ -89,18 +92,24 @@ export class ResourcesService {
 
   async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
     const r = await this.resolve(caller, target, 'list');
-    return this.upstream.send(r.conn, { method: 'GET', path: r.path, query: query(q) });
+    return this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path: r.path, query: query(q) });
   }
 
   async getResource(caller: Caller, target: ResourceTarget, q: GetResourceQueryDto): Promise<ClusterAnswer> {
     const r = await this.resolve(caller, target, 'get');
-    return this.upstream.send(r.conn, { method: 'GET', path: r.path, query: query(q) });
+    return this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path: r.path, query: query(q) });
   }
 
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
-    return this.upstream.send(r.conn, { method: 'POST', path: r.path, query: query(q), body: json(object) });
+    return this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
+      method: 'POST',
+      path: r.path,
+      query: query(q),
+      body: json(object),
+    });
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -113,7 +122,13 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.upstream.send(r.conn, { method: 'PUT', path: r.path, query: query(q), body: json(object) });
+    return this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
+      method: 'PUT',
+      path: r.path,
+      query: query(q),
+      body: json(object),
+    });
   }
 
   async patchResource(caller: Caller, target: ResourceTarget, body: unknown, q: PatchResourceQueryDto) {
@@ -126,6 +141,7 @@ export class ResourcesService {
     }
     const { patchType: _patchType, ...passThrough } = q;
     return this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
       method: 'PATCH',
       path: r.path,
       query: query(passThrough),
@@ -141,7 +157,12 @@ export class ResourcesService {
       cascade: q.cascade !== 'false',
       dryRun: q.dryRun === 'All',
     });
-    const res = await this.upstream.send(r.conn, { method: 'DELETE', path: r.path, body: json(options) });
+    const res = await this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
+      method: 'DELETE',
+      path: r.path,
+      body: json(options),
+    });
     if (q.wait === 'false' || q.dryRun === 'All' || (res.statusCode ?? 500) >= 300) return res;
 
     const body = await this.upstream.readAll(r.conn, res);
@@ -156,7 +177,7 @@ export class ResourcesService {
   private async waitUntilGone(r: Resolved, uid: string, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (let pause = 100; ; pause = Math.min(pause * 2, 500)) {
-      const res = await this.upstream.send(r.conn, { method: 'GET', path: r.path });
+      const res = await this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path: r.path });
       const body = await this.upstream.readAll(r.conn, res);
       if (res.statusCode === 404) return;
       if (res.statusCode === 200 && JSON.parse(body.toString('utf8'))?.metadata?.uid !== uid) return; // replaced by a new one
@@ -208,7 +229,8 @@ export class ResourcesService {
     const namespace = type.namespaced && !all ? target.namespace : null;
     this.authorizer.require(caller, { verb, cluster: conn.clusterName, resource: id, namespace });
     const name = target.name ?? null;
-    return { conn, type, namespace, name, path: resourcePath(type, namespace, name) };
+    const impersonate = conn.impersonate ? impersonationFor(caller) : undefined;
+    return { conn, type, namespace, name, path: resourcePath(type, namespace, name), impersonate };
   }
 
   /** Create and replace: the namespace comes from the path; apiVersion and kind default to the resource's. */

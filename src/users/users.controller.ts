@@ -12,8 +12,8 @@ import {
   SetUserRolesDto,
   UpdateUserDto,
 } from './dto/user-requests.dto.js';
-import { RoleDto, UserDetailDto, UserListDto } from './dto/user.dto.js';
-import { toRoleResponse, toUserDetailResponse } from './user.mapper.js';
+import { UserDetailDto, UserListDto } from './dto/user.dto.js';
+import { toUserDetailResponse } from './user.mapper.js';
 import { UsersService } from './users.service.js';
 
 @ApiTags('Users')
@@ -95,26 +95,12 @@ export class UsersController {
     return { success: true };
   }
 
-  /** Replaces a user's roles. The last enabled admin cannot lose the admin role. */
+  /** Replaces a user's roles (built-in or custom, by name; an unknown name is a 400). The last enabled admin cannot lose the admin role. */
   @Authenticated({ admin: true })
   @Put(':id/roles')
   @ApiOkResponse({ type: UserDetailDto })
   @ApiErrors(400, 404, 409)
   async setUserRoles(@Param('id', ParseIdPipe) id: number, @Body() dto: SetUserRolesDto): Promise<UserDetailDto> {
     return toUserDetailResponse(await this.users.setRoles(id, dto));
-  }
-}
-
-@ApiTags('Users')
-@Controller('admin/roles')
-export class RolesController {
-  constructor(private readonly users: UsersService) {}
-
-  /** Lists the roles: `admin` may do everything, `viewer` may read cluster resources except Secrets. */
-  @Authenticated({ admin: true })
-  @Get()
-  @ApiOkResponse({ type: RoleDto, isArray: true })
-  async listRoles(): Promise<RoleDto[]> {
-    return (await this.users.listRoles()).map(toRoleResponse);
   }
 }

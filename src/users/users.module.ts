@@ -2,14 +2,17 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { RoleEntity } from './role.entity.js';
 import { UserEntity } from './user.entity.js';
-import { RolesController, UsersController } from './users.controller.js';
+import { ApiKeyEntity } from '../auth/api-key.entity.js';
+import { RolesController } from './roles.controller.js';
+import { RolesService } from './roles.service.js';
+import { UsersController } from './users.controller.js';
 import { UsersService } from './users.service.js';
 import { BootstrapUserService } from './bootstrap.service.js';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([UserEntity, RoleEntity])],
+  imports: [TypeOrmModule.forFeature([UserEntity, RoleEntity, ApiKeyEntity])],
   controllers: [UsersController, RolesController],
-  providers: [UsersService, BootstrapUserService],
+  providers: [UsersService, RolesService, BootstrapUserService],
   exports: [UsersService],
 })
 export class UsersModule {}

@@ -34,7 +34,6 @@ export class UsersService {
   constructor(
     private readonly transactions: Transactions,
     @InjectRepository(UserEntity) private readonly users: Repository<UserEntity>,
-    @InjectRepository(RoleEntity) private readonly roles: Repository<RoleEntity>,
   ) {}
 
   /** Creates the first user, with role admin; refused once any user exists, atomically across replicas. */
@@ -75,6 +74,9 @@ export class UsersService {
   }
 
   async listUsers(query: ListUsersQueryDto): Promise<UserListDto> {
+    if (query.role && !(await this.users.manager.exists(RoleEntity, { where: { name: query.role } }))) {
+      throw new BadRequestException([`role: no role named '${query.role}'`]);
+    }
     const direction = query.sortOrder === 'asc' ? 'ASC' : 'DESC';
     const qb = this.users.createQueryBuilder('u');
     this.applyFilters(qb, query);
@@ -193,14 +195,13 @@ export class UsersService {
     return this.transactions.run(['users'], async (manager) => {
       const user = await this.getUser(id, manager);
       if (!dto.roles.includes(ROLE_ADMIN)) await this.assertNotLastAdmin(manager, user, 'remove the admin role from');
-      user.roles = await manager.findBy(RoleEntity, { name: In(dto.roles) });
+      const roles = await manager.findBy(RoleEntity, { name: In(dto.roles) });
+      const unknown = dto.roles.filter((name) => !roles.some((r) => r.name === name));
+      if (unknown.length) throw new BadRequestException(unknown.map((name) => `roles: no role named '${name}'`));
+      user.roles = roles;
       await manager.save(user);
       return this.getUser(id, manager);
     });
-  }
-
-  listRoles(): Promise<RoleEntity[]> {
-    return this.roles.find({ order: { id: 'ASC' } });
   }
 
   /** Must run inside a transaction holding the 'users' lock, so two admins cannot both be removed at once. */

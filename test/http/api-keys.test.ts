@@ -7,7 +7,7 @@ import { client, request } from '../support/http.js';
 
 describe('API keys', () => {
   let t: TestApp;
-  let admin: { token: string; username: string; password: string };
+  let admin: { id: number; token: string; username: string; password: string };
   let api: ReturnType<typeof client>;
   before(async () => {
     t = await startTestApp();
@@ -23,6 +23,7 @@ describe('API keys', () => {
     assert.match(key, /^cas_key_[A-Za-z0-9_-]{43}$/);
     assert.equal(created.body.prefix, key.slice(0, 12));
     assert.equal(created.body.role, 'admin');
+    assert.deepEqual(created.body.roles, ['admin']);
     assert.equal(created.body.createdBy, admin.username);
     assert.equal(created.body.lastUsedAt, null);
     assert.equal(created.body.expiresAt, null);
@@ -37,9 +38,12 @@ describe('API keys', () => {
       'id',
       'lastUsedAt',
       'name',
+      'owner',
       'prefix',
       'role',
+      'roles',
     ]);
+    assert.deepEqual(entry.owner, { id: admin.id, username: admin.username });
     assert.ok(!listed.text.includes(key.slice(12)), 'the list never shows the key');
 
     const raw = await request(t.app, 'GET', '/api/v1/admin/users', { headers: { authorization: key } });

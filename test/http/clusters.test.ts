@@ -22,6 +22,7 @@ const CLUSTER_KEYS = [
   'enabled',
   'error',
   'id',
+  'impersonate',
   'inCluster',
   'isDefault',
   'metricsError',

@@ -45,6 +45,18 @@ const METRICS_OPERATION_IDS = [
   'getPodMetrics',
   'getNodeMetrics',
 ];
+/** Issue 12: roles with rules, keys owned by users, what a caller may do. */
+const ACCESS_OPERATION_IDS = [
+  'createRole',
+  'getRole',
+  'updateRole',
+  'deleteRole',
+  'listOwnApiKeys',
+  'createOwnApiKey',
+  'deleteOwnApiKey',
+  'getMyPermissions',
+  'checkPermission',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -71,7 +83,12 @@ describe('OpenAPI document', () => {
         const label = `${method.toUpperCase()} ${path}`;
         ids.push(op.operationId);
         assert.ok(
-          [...CONTRACT_OPERATION_IDS, ...HEALTH_OPERATION_IDS, ...METRICS_OPERATION_IDS].includes(op.operationId),
+          [
+            ...CONTRACT_OPERATION_IDS,
+            ...HEALTH_OPERATION_IDS,
+            ...METRICS_OPERATION_IDS,
+            ...ACCESS_OPERATION_IDS,
+          ].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );
         assert.ok(op.tags?.length > 0, `${label} has a tag`);
@@ -98,7 +115,7 @@ describe('OpenAPI document', () => {
       }
     }
     assert.equal(new Set(ids).size, ids.length, 'operationIds are unique');
-    for (const id of CONTRACT_OPERATION_IDS) assert.ok(ids.includes(id), `missing ${id}`);
+    for (const id of [...CONTRACT_OPERATION_IDS, ...ACCESS_OPERATION_IDS]) assert.ok(ids.includes(id), `missing ${id}`);
     for (const scheme of ['apiKey', 'bearer', 'session']) assert.ok(served.components.securitySchemes[scheme], scheme);
   });
 

@@ -1,36 +1,105 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Authorizer, type Verb } from '../../src/access/authorizer.js';
+import { impersonationFor } from '../../src/access/impersonation.js';
+import type { AccessRule } from '../../src/access/rules.js';
 import type { Caller } from '../../src/auth/caller.js';
-import type { RoleName } from '../../src/users/role.entity.js';
+import { impersonationHeaders } from '../../src/clusters/cluster-request.js';
+import { BUILT_IN_RULES } from '../../src/database/migrations/common/1795351998878-RoleRulesKeyOwners.data.js';
 
 const authorizer = new Authorizer();
 
-function caller(roles: RoleName[], kind: Caller['kind'] = 'user'): Caller {
-  return { kind, id: 1, name: 'someone', roles, isAdmin: roles.includes('admin'), sessionId: null };
+/** The roles the cases use: the built-in rule sets as stored, and custom ones. */
+const ROLES: Record<string, AccessRule[]> = {
+  ...BUILT_IN_RULES,
+  // The issue's example role.
+  'shop-dev': [
+    { clusters: ['a'], namespaces: ['shop'], resources: ['deployments.apps', 'pods'], verbs: ['get', 'list', 'patch'] },
+  ],
+  'web-reader': [{ clusters: ['*'], namespaces: ['web', 'web2'], resources: ['*'], verbs: ['get', 'list'] }],
+  'secret-reader': [{ clusters: ['a'], namespaces: ['*'], resources: ['secrets'], verbs: ['get'] }],
+  'node-admin': [{ clusters: ['b'], namespaces: ['*'], resources: ['nodes', 'metrics'], verbs: ['*'] }],
+  empty: [],
+};
+
+function caller(roles: string[], kind: Caller['kind'] = 'user'): Caller {
+  return {
+    kind,
+    id: 1,
+    name: 'someone',
+    roles,
+    isAdmin: roles.includes('admin'),
+    rules: roles.flatMap((role) => (ROLES[role] ?? []).map((rule) => ({ role, ...rule }))),
+    userId: 1,
+    sessionId: null,
+  };
 }
 
-const cases: Array<[RoleName[], Verb, string, string | null, boolean]> = [
-  [['admin'], 'delete', 'secrets', 'kube-system', true],
-  [['admin'], 'get', 'metrics', null, true],
-  [['viewer'], 'get', 'configmaps', 'default', true],
-  [['viewer'], 'list', 'deployments.apps', null, true],
-  [['viewer'], 'watch', 'widgets.example.com', 'shop', true],
-  [['viewer'], 'log', 'pods', 'shop', true],
-  [['viewer'], 'get', 'secrets', 'default', false],
-  [['viewer'], 'list', 'secrets', null, false],
-  [['viewer'], 'get', 'metrics', null, false],
-  [['viewer'], 'create', 'configmaps', 'default', false],
-  [['viewer'], 'patch', 'deployments.apps', 'shop', false],
-  [['viewer'], 'delete', 'namespaces', null, false],
-  [[], 'get', 'configmaps', 'default', false],
-  [[], 'list', 'namespaces', null, false],
+type Case = [
+  roles: string[],
+  verb: Verb,
+  cluster: string,
+  resource: string,
+  namespace: string | null,
+  allowed: boolean,
+];
+
+const cases: Case[] = [
+  [['admin'], 'delete', 'a', 'secrets', 'kube-system', true],
+  [['admin'], 'get', 'a', 'metrics', null, true],
+  [['admin'], 'create', 'zzz', 'widgets.example.com', null, true],
+  // viewer: unchanged meaning
+  [['viewer'], 'get', 'a', 'configmaps', 'default', true],
+  [['viewer'], 'list', 'a', 'deployments.apps', null, true],
+  [['viewer'], 'watch', 'b', 'widgets.example.com', 'shop', true],
+  [['viewer'], 'log', 'a', 'pods', 'shop', true],
+  [['viewer'], 'list', 'a', 'namespaces', null, true],
+  [['viewer'], 'get', 'a', 'secrets', 'default', false],
+  [['viewer'], 'list', 'a', 'secrets', null, false],
+  [['viewer'], 'get', 'a', 'metrics', null, false],
+  [['viewer'], 'create', 'a', 'configmaps', 'default', false],
+  [['viewer'], 'patch', 'a', 'deployments.apps', 'shop', false],
+  [['viewer'], 'delete', 'a', 'namespaces', null, false],
+  // no role, or a role without rules
+  [[], 'get', 'a', 'configmaps', 'default', false],
+  [[], 'list', 'a', 'namespaces', null, false],
+  [['empty'], 'get', 'a', 'configmaps', 'default', false],
+  // the issue's role: exactly its cluster, namespace, resources and verbs
+  [['shop-dev'], 'get', 'a', 'deployments.apps', 'shop', true],
+  [['shop-dev'], 'list', 'a', 'deployments.apps', 'shop', true],
+  [['shop-dev'], 'patch', 'a', 'deployments.apps', 'shop', true],
+  [['shop-dev'], 'list', 'a', 'pods', 'shop', true],
+  [['shop-dev'], 'get', 'b', 'deployments.apps', 'shop', false],
+  [['shop-dev'], 'get', 'a', 'deployments.apps', 'web', false],
+  [['shop-dev'], 'get', 'a', 'configmaps', 'shop', false],
+  [['shop-dev'], 'delete', 'a', 'deployments.apps', 'shop', false],
+  [['shop-dev'], 'update', 'a', 'deployments.apps', 'shop', false],
+  [['shop-dev'], 'list', 'a', 'deployments.apps', null, false],
+  [['shop-dev'], 'get', 'a', 'deployments', 'shop', false],
+  [['shop-dev'], 'log', 'a', 'pods', 'shop', false],
+  // '*' on resources covers everything but secrets and metrics; '*' on clusters covers every cluster
+  [['web-reader'], 'get', 'zzz', 'configmaps', 'web2', true],
+  [['web-reader'], 'get', 'a', 'secrets', 'web', false],
+  [['web-reader'], 'list', 'a', 'configmaps', null, false],
+  [['web-reader'], 'get', 'a', 'nodes', null, false],
+  // named sensitive resources
+  [['secret-reader'], 'get', 'a', 'secrets', 'anything', true],
+  [['secret-reader'], 'list', 'a', 'secrets', 'anything', false],
+  [['secret-reader'], 'get', 'b', 'secrets', 'anything', false],
+  [['node-admin'], 'delete', 'b', 'nodes', null, true],
+  [['node-admin'], 'get', 'b', 'metrics', 'shop', true],
+  [['node-admin'], 'get', 'b', 'pods', 'shop', false],
+  // rules of several roles add up
+  [['shop-dev', 'secret-reader'], 'get', 'a', 'secrets', 'shop', true],
+  [['shop-dev', 'secret-reader'], 'patch', 'a', 'pods', 'shop', true],
+  [['shop-dev', 'viewer'], 'list', 'a', 'configmaps', null, true],
+  [['shop-dev', 'viewer'], 'patch', 'a', 'configmaps', 'shop', false],
 ];
 
 describe('authorizer', () => {
-  for (const [roles, verb, resource, namespace, allowed] of cases) {
-    test(`${roles.join('+') || 'no role'} ${verb} ${resource} in ${namespace ?? '_all'} → ${allowed ? 'allowed' : 'refused'}`, () => {
-      const request = { verb, cluster: 'a', resource, namespace };
+  for (const [roles, verb, cluster, resource, namespace, allowed] of cases) {
+    test(`${roles.join('+') || 'no role'}: ${verb} ${resource} in ${namespace ?? '_all'} on ${cluster} → ${allowed ? 'allowed' : 'refused'}`, () => {
+      const request = { verb, cluster, resource, namespace };
       const decision = authorizer.can(caller(roles), request);
       assert.equal(decision.allowed, allowed, decision.reason);
       if (allowed) assert.doesNotThrow(() => authorizer.require(caller(roles), request));
@@ -38,18 +107,77 @@ describe('authorizer', () => {
     });
   }
 
-  test('the cheap pre-check never allows what the full check refuses for every resource', () => {
-    for (const [roles, verb] of cases) {
-      const pre = authorizer.mayAttempt(caller(roles), verb, 'a');
-      const anyAllowed = cases.some(
-        ([r, v, res, ns]) =>
-          r === roles &&
-          v === verb &&
-          authorizer.can(caller(r), { verb: v, cluster: 'a', resource: res, namespace: ns }).allowed,
-      );
-      if (anyAllowed) assert.equal(pre.allowed, true, `${roles} ${verb}`);
+  test('the cheap pre-check never refuses what the full check allows', () => {
+    for (const [roles, verb, cluster, resource, namespace] of cases) {
+      if (authorizer.can(caller(roles), { verb, cluster, resource, namespace }).allowed) {
+        assert.equal(authorizer.mayAttempt(caller(roles), verb, cluster).allowed, true, `${roles} ${verb} ${cluster}`);
+      }
     }
     assert.equal(authorizer.mayAttempt(caller([]), 'get', 'a').allowed, false);
     assert.equal(authorizer.mayAttempt(caller(['viewer']), 'delete', 'a').allowed, false);
+    assert.equal(authorizer.mayAttempt(caller(['shop-dev']), 'get', 'b').allowed, false);
+    assert.equal(authorizer.mayAttempt(caller(['shop-dev']), 'delete', 'a').allowed, false);
+  });
+
+  test('refusals say what is lacking', () => {
+    const dev = caller(['shop-dev', 'web-reader']);
+    const all = authorizer.can(dev, { verb: 'list', cluster: 'a', resource: 'deployments.apps', namespace: null });
+    assert.match(all.reason, /every namespace/);
+    assert.match(all.reason, /shop, web, web2/, 'names the namespaces it may use');
+    const other = authorizer.can(caller(['shop-dev']), {
+      verb: 'get',
+      cluster: 'b',
+      resource: 'pods',
+      namespace: 'shop',
+    });
+    assert.match(other.reason, /nothing on cluster 'b'/);
+    const secret = authorizer.can(caller(['viewer']), {
+      verb: 'get',
+      cluster: 'a',
+      resource: 'secrets',
+      namespace: 'x',
+    });
+    assert.match(secret.reason, /secrets/);
+    assert.equal(
+      authorizer.can(caller([]), { verb: 'get', cluster: 'a', resource: 'pods', namespace: 'x' }).reason,
+      'the caller has no role',
+    );
+  });
+
+  test('permissions: the rules that apply on one cluster', () => {
+    const p = authorizer.permissions(caller(['shop-dev', 'node-admin']), 'a');
+    assert.deepEqual(p, {
+      admin: false,
+      rules: [
+        {
+          role: 'shop-dev',
+          namespaces: ['shop'],
+          resources: ['deployments.apps', 'pods'],
+          verbs: ['get', 'list', 'patch'],
+        },
+      ],
+    });
+    assert.deepEqual(authorizer.permissions(caller(['shop-dev']), 'b').rules, []);
+    assert.equal(authorizer.permissions(caller(['admin']), 'b').admin, true);
+  });
+
+  test('impersonation: cas:<username>, cas:key:<name>, one group per role; unsafe values are refused', () => {
+    assert.deepEqual(impersonationFor(caller(['viewer', 'shop-dev'])), {
+      user: 'cas:someone',
+      groups: ['cas:role:viewer', 'cas:role:shop-dev'],
+    });
+    assert.deepEqual(impersonationFor({ ...caller(['viewer'], 'apiKey'), name: 'ci deployer' }), {
+      user: 'cas:key:ci deployer',
+      groups: ['cas:role:viewer'],
+    });
+    assert.deepEqual(impersonationHeaders({ user: 'cas:a', groups: ['cas:role:x', 'cas:role:y'] }), {
+      'impersonate-user': 'cas:a',
+      'impersonate-group': ['cas:role:x', 'cas:role:y'],
+    });
+    assert.deepEqual(impersonationHeaders({ user: 'cas:a', groups: [] }), { 'impersonate-user': 'cas:a' });
+    for (const bad of ['cas:a\r\nx-evil: 1', 'cas:\u00e9', ' cas:a', '', 'cas:' + 'a'.repeat(600)]) {
+      assert.throws(() => impersonationHeaders({ user: bad, groups: [] }), /unsafe/);
+      assert.throws(() => impersonationHeaders({ user: 'cas:a', groups: [bad] }), /unsafe/);
+    }
   });
 });

@@ -1,6 +1,19 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsDateString, IsIn, IsOptional, IsString, Length, Matches } from 'class-validator';
-import { ROLE_NAMES, type RoleName } from '../../users/role.entity.js';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  ArrayUnique,
+  IsArray,
+  IsDateString,
+  IsOptional,
+  IsString,
+  Length,
+  Matches,
+  MaxLength,
+} from 'class-validator';
+import { ROLE_NAME_PATTERN } from '../../users/role.entity.js';
+
+const ROLE_NAME_MESSAGE = 'must be a role name (1–32 lower-case letters, digits, dots, underscores or hyphens)';
 
 export class CreateApiKeyDto {
   /** A unique name (ignoring case), 1–100 characters. */
@@ -12,9 +25,28 @@ export class CreateApiKeyDto {
   })
   name: string;
 
-  @ApiProperty({ enum: ROLE_NAMES })
-  @IsIn(ROLE_NAMES)
-  role: RoleName;
+  /** One role (the form older clients send); send this or `roles`, not both. */
+  @ApiPropertyOptional({ maxLength: 32, pattern: ROLE_NAME_PATTERN.source, example: 'viewer' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(32)
+  @Matches(ROLE_NAME_PATTERN, { message: `role ${ROLE_NAME_MESSAGE}` })
+  role?: string;
+
+  /**
+   * The key's roles (1–32), each one its creator holds (an admin holds every role). The key acts with
+   * those of them its owner still holds. Send this or `role`, not both.
+   */
+  @ApiPropertyOptional({ type: [String], minItems: 1, maxItems: 32, uniqueItems: true, example: ['viewer'] })
+  @IsOptional()
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(32)
+  @ArrayUnique()
+  @IsString({ each: true })
+  @MaxLength(32, { each: true })
+  @Matches(ROLE_NAME_PATTERN, { each: true, message: `each of roles ${ROLE_NAME_MESSAGE}` })
+  roles?: string[];
 
   /** When the key stops working (ISO 8601, in the future); none means it does not expire. */
   @ApiPropertyOptional({ type: String, format: 'date-time' })
@@ -23,11 +55,20 @@ export class CreateApiKeyDto {
   expiresAt?: string;
 }
 
+export class ApiKeyOwnerDto {
+  id: number;
+  username: string;
+}
+
 export class ApiKeyDto {
   id: number;
   name: string;
-  @ApiProperty({ enum: ROLE_NAMES })
+  /** The first of `roles` (kept for older clients): `admin`, else `viewer`, else the first custom role by name. */
   role: string;
+  /** The key's roles. It acts with those its owner currently holds (an admin holds every role). */
+  roles: string[];
+  /** The user the key belongs to: disabling or deleting them stops the key at once. */
+  owner: ApiKeyOwnerDto;
   /** The key's first characters, to tell keys apart. */
   prefix: string;
   @ApiProperty({ type: String, format: 'date-time' })

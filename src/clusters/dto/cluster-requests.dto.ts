@@ -62,6 +62,16 @@ export class CreateClusterDto {
   @IsBoolean()
   inCluster?: boolean;
 
+  /**
+   * Send every resource call as the caller (`Impersonate-User: cas:<username>`, `Impersonate-Group:
+   * cas:role:<role>`), so the cluster's RBAC applies too and its audit log names the person. The
+   * stored credential then needs the `impersonate` verb on those users and groups.
+   */
+  @ApiPropertyOptional({ default: false })
+  @IsOptional()
+  @IsBoolean()
+  impersonate?: boolean;
+
   /** Make this the default cluster (the first cluster always becomes the default). */
   @ApiPropertyOptional({ default: false })
   @IsOptional()
@@ -93,6 +103,16 @@ export class UpdateClusterDto {
   @IsOptional()
   @IsBoolean()
   enabled?: boolean;
+
+  /**
+   * Send every resource call as the caller (`Impersonate-User: cas:<username>`, `Impersonate-Group:
+   * cas:role:<role>`), so the cluster's RBAC applies too and its audit log names the person. The
+   * stored credential then needs the `impersonate` verb on those users and groups.
+   */
+  @ApiPropertyOptional()
+  @IsOptional()
+  @IsBoolean()
+  impersonate?: boolean;
 }
 
 export class ImportClustersDto {

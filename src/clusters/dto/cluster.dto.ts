@@ -12,6 +12,8 @@ export class ClusterDto {
   isDefault: boolean;
   /** Address of the cluster's metrics query endpoint, or `""`. */
   metricsURL: string;
+  /** Resource calls impersonate the caller (`cas:<username>`, groups `cas:role:<role>`). */
+  impersonate: boolean;
   /** Always `""`: the stored kubeconfig is never returned. */
   @ApiProperty({ example: '' })
   config: string;

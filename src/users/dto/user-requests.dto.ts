@@ -4,6 +4,7 @@ import {
   ArrayMaxSize,
   ArrayMinSize,
   ArrayUnique,
+  IsArray,
   IsBoolean,
   IsIn,
   IsInt,
@@ -16,7 +17,7 @@ import {
   ValidateIf,
 } from 'class-validator';
 import { ValidateDisplayName, ValidatePassword, ValidateUsername } from '../../common/validation.js';
-import { ROLE_NAMES, type RoleName } from '../role.entity.js';
+import { ROLE_NAME_PATTERN, type RoleName } from '../role.entity.js';
 
 export class CreateUserDto {
   @ValidateUsername()
@@ -56,12 +57,15 @@ export class SetUserEnabledDto {
 }
 
 export class SetUserRolesDto {
-  /** The complete set of roles the user should have. */
-  @ApiProperty({ enum: ROLE_NAMES, isArray: true, example: ['admin'] })
+  /** The complete set of roles the user should have, by name: `admin`, `viewer` or custom roles. */
+  @ApiProperty({ type: [String], maxItems: 32, uniqueItems: true, example: ['viewer', 'shop-dev'] })
+  @IsArray()
   @ArrayMinSize(0)
-  @ArrayMaxSize(ROLE_NAMES.length)
+  @ArrayMaxSize(32)
   @ArrayUnique()
-  @IsIn(ROLE_NAMES, { each: true })
+  @IsString({ each: true })
+  @MaxLength(32, { each: true })
+  @Matches(ROLE_NAME_PATTERN, { each: true, message: 'each of roles must be a role name' })
   roles: RoleName[];
 }
 
@@ -94,10 +98,12 @@ export class ListUsersQueryDto {
   @MaxLength(128)
   search?: string;
 
-  /** Only users having this role. */
-  @ApiPropertyOptional({ enum: ROLE_NAMES })
+  /** Only users having this role (a role name). */
+  @ApiPropertyOptional({ maxLength: 32, pattern: ROLE_NAME_PATTERN.source })
   @IsOptional()
-  @IsIn(ROLE_NAMES)
+  @IsString()
+  @MaxLength(32)
+  @Matches(ROLE_NAME_PATTERN, { message: 'role must be a role name' })
   role?: RoleName;
 
   @ApiPropertyOptional({ enum: USER_SORT_FIELDS, default: 'id' })

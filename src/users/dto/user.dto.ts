@@ -2,7 +2,7 @@ import { ApiProperty } from '@nestjs/swagger';
 
 export class RoleDto {
   id: number;
-  /** `admin` or `viewer`. */
+  /** `admin`, `viewer`, or a custom role's name. */
   name: string;
   description?: string;
 }

@@ -2,6 +2,7 @@ import { SeedRolesAndLocks1795340070000 } from '../common/1795340070000-SeedRole
 import { Init1795340064051 } from './1795340064051-Init.js';
 import { Clusters1795340847552 } from './1795340847552-Clusters.js';
 import { Leases1795342471261 } from './1795342471261-Leases.js';
+import { RoleRulesKeyOwners1795351998879 } from './1795351998879-RoleRulesKeyOwners.js';
 import { MetricsStatus1795352102411 } from './1795352102411-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
 
@@ -11,6 +12,7 @@ export const POSTGRES_MIGRATIONS = [
   SeedRolesAndLocks1795340070000,
   Clusters1795340847552,
   Leases1795342471261,
+  RoleRulesKeyOwners1795351998879,
   MetricsStatus1795352102411,
   UserListIndexes1795353245680,
 ];

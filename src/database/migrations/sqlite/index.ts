@@ -2,6 +2,7 @@ import { SeedRolesAndLocks1795340070000 } from '../common/1795340070000-SeedRole
 import { Init1795340060761 } from './1795340060761-Init.js';
 import { Clusters1795340841221 } from './1795340841221-Clusters.js';
 import { Leases1795342462821 } from './1795342462821-Leases.js';
+import { RoleRulesKeyOwners1795351998878 } from './1795351998878-RoleRulesKeyOwners.js';
 import { MetricsStatus1795352102410 } from './1795352102410-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
 
@@ -11,6 +12,7 @@ export const SQLITE_MIGRATIONS = [
   SeedRolesAndLocks1795340070000,
   Clusters1795340841221,
   Leases1795342462821,
+  RoleRulesKeyOwners1795351998878,
   MetricsStatus1795352102410,
   UserListIndexes1795353245680,
 ];

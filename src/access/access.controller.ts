@@ -1,0 +1,57 @@
+import { Body, Controller, Get, HttpCode, NotFoundException, Post, Query } from '@nestjs/common';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
+import { Auth, Authenticated } from '../auth/auth.decorators.js';
+import type { Caller } from '../auth/caller.js';
+import { ClusterEntity } from '../clusters/cluster.entity.js';
+import { ApiErrors } from '../common/api-errors.js';
+import { Authorizer } from './authorizer.js';
+import { CanIDto, DecisionDto, namespaceOf, PermissionsDto, PermissionsQueryDto } from './dto/access.dto.js';
+
+/**
+ * What the caller may do, for a frontend to hide what it cannot. Both answers come from the
+ * authorizer the resource routes use, in the same order of checks (a cluster the caller has no rule
+ * on is refused before it is looked up; an unknown cluster is a 404).
+ */
+@ApiTags('Auth')
+@Controller('auth')
+export class AccessController {
+  constructor(
+    private readonly authorizer: Authorizer,
+    @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
+  ) {}
+
+  /** The caller's effective rules on one cluster. */
+  @Authenticated()
+  @Get('me/permissions')
+  @ApiOkResponse({ type: PermissionsDto })
+  @ApiErrors(400, 404)
+  async getMyPermissions(@Auth() caller: Caller, @Query() query: PermissionsQueryDto): Promise<PermissionsDto> {
+    const permissions = this.authorizer.permissions(caller, query.cluster);
+    if (permissions.admin || permissions.rules.length) await this.assertExists(query.cluster);
+    return { cluster: query.cluster, ...permissions };
+  }
+
+  /** Whether the caller may do one thing, and why (the 403 message a route would give). */
+  @Authenticated()
+  @Post('can-i')
+  @HttpCode(200)
+  @ApiOkResponse({ type: DecisionDto })
+  @ApiErrors(400, 404)
+  async checkPermission(@Auth() caller: Caller, @Body() dto: CanIDto): Promise<DecisionDto> {
+    const attempt = this.authorizer.mayAttempt(caller, dto.verb, dto.cluster);
+    if (!attempt.allowed) return attempt;
+    await this.assertExists(dto.cluster);
+    return this.authorizer.can(caller, {
+      verb: dto.verb,
+      cluster: dto.cluster,
+      resource: dto.resource,
+      namespace: namespaceOf(dto),
+    });
+  }
+
+  private async assertExists(name: string): Promise<void> {
+    if (!(await this.clusters.exists({ where: { name } }))) throw new NotFoundException(`cluster '${name}' not found`);
+  }
+}

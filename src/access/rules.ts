@@ -1,0 +1,46 @@
+/** What a caller may do to a resource: the Kubernetes verbs the routes use, and `log` for pod logs. */
+export const VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'log'] as const;
+export type Verb = (typeof VERBS)[number];
+
+/** Stands for every value of a rule's list. */
+export const ANY = '*';
+
+/**
+ * Resources a `*` never covers: a rule grants them only by naming them. Reading Secrets and querying
+ * metrics are what the built-in `viewer` role must not do, and a custom role should not get them by
+ * accident either.
+ */
+export const NAMED_ONLY_RESOURCES: ReadonlySet<string> = new Set(['secrets', 'metrics']);
+
+/**
+ * One grant: every combination of the listed clusters, namespaces, resources and verbs is allowed.
+ * Each list holds exact names or `*`; nothing else (no patterns, no negation). A request without a
+ * namespace (cluster-scoped objects, lists across all namespaces) needs `namespaces: ['*']`.
+ */
+export interface AccessRule {
+  clusters: string[];
+  namespaces: string[];
+  resources: string[];
+  verbs: string[];
+}
+
+/** A rule as a caller holds it: with the role it comes from, to explain decisions. */
+export interface GrantedRule extends AccessRule {
+  role: string;
+}
+
+export function coversName(list: readonly string[], value: string): boolean {
+  return list.includes(value) || list.includes(ANY);
+}
+
+export function coversResource(list: readonly string[], resource: string): boolean {
+  return list.includes(resource) || (list.includes(ANY) && !NAMED_ONLY_RESOURCES.has(resource));
+}
+
+export function coversNamespace(list: readonly string[], namespace: string | null): boolean {
+  return namespace === null ? list.includes(ANY) : coversName(list, namespace);
+}
+
+export function coversVerb(list: readonly string[], verb: string): boolean {
+  return coversName(list, verb);
+}
