@@ -5,7 +5,6 @@ import { startTestApp, type TestApp } from '../support/app.js';
 import { createUser, login } from '../support/factories.js';
 import { client, request } from '../support/http.js';
 import {
-  callService,
   cookieValue,
   signInThroughService,
   startOidcProvider,

@@ -63,7 +63,7 @@ export function sameSecret(a: string, b: string): boolean {
 export function safeRedirect(raw: string | undefined): string {
   if (!raw || raw.length > 2048) return '/';
   if (!raw.startsWith('/') || raw.startsWith('//') || raw.startsWith('/\\')) return '/';
-  if (/[\u0000-\u001f\u007f\\]/.test(raw)) return '/';
+  if ([...raw].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f || c === '\\')) return '/';
   const base = 'http://service.invalid';
   let url: URL;
   try {
