@@ -45,14 +45,16 @@ export interface OidcTestProvider {
   replaceNextTokenResponse(body: string): void;
   /** Every endpoint but /jwks is served by a provider with another key from now on (or again by the genuine one). */
   useImpostor(on: boolean): void;
+  /** The provider rotates its signing key: a new key with a new `kid`, published at /jwks and used at once. */
+  rotateKeys(): void;
   close(): Promise<void>;
 }
 
 const KID = 'signing-key-1';
 
-function rsaJwk() {
+function rsaJwk(kid: string) {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  return { ...privateKey.export({ format: 'jwk' }), kid: KID, alg: 'RS256', use: 'sig' };
+  return { ...privateKey.export({ format: 'jwk' }), kid, alg: 'RS256', use: 'sig' };
 }
 
 function newProvider(
@@ -60,6 +62,7 @@ function newProvider(
   clients: TestClient[],
   accounts: Map<string, TestAccount>,
   shortLived: Set<string>,
+  kid = KID,
 ) {
   const provider = new Provider(issuer, {
     clients: clients.map((c) => ({
@@ -68,7 +71,7 @@ function newProvider(
       token_endpoint_auth_method: 'client_secret_basic',
       ...c,
     })),
-    jwks: { keys: [rsaJwk()] },
+    jwks: { keys: [rsaJwk(kid)] },
     enabledJWA: { idTokenSigningAlgValues: ['RS256', 'HS256'] },
     cookies: { keys: [randomBytes(16).toString('hex')] },
     pkce: { required: () => true },
@@ -104,6 +107,7 @@ export async function startOidcProvider(options: {
   let impostor: typeof genuine = () => undefined;
   let useImpostor = false;
   let replacement: string | null = null;
+  let clients: TestClient[] = [];
   const handle: OidcTestProvider = {
     issuer: '',
     accounts,
@@ -114,6 +118,15 @@ export async function startOidcProvider(options: {
     },
     useImpostor: (on) => {
       useImpostor = on;
+    },
+    rotateKeys: () => {
+      genuine = newProvider(
+        handle.issuer,
+        clients,
+        accounts,
+        shortLived,
+        `rotated-${randomBytes(4).toString('hex')}`,
+      ).callback();
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
@@ -141,7 +154,7 @@ export async function startOidcProvider(options: {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   handle.issuer = issuer;
-  const clients = options.clients(issuer);
+  clients = options.clients(issuer);
   genuine = newProvider(issuer, clients, accounts, shortLived).callback();
   impostor = newProvider(issuer, clients, accounts, shortLived).callback();
   server.keepAliveTimeout = 1000;
