@@ -82,6 +82,10 @@ function newProvider(
       groups: ['groups'],
     },
     ttl: {
+      AccessToken: 600,
+      Grant: 600,
+      Interaction: 600,
+      Session: 600,
       IdToken: (_ctx: unknown, token: { available?: { sub?: string } }) =>
         shortLived.has(token.available?.sub ?? '') ? 1 : 3600,
     },
