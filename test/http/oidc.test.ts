@@ -131,6 +131,7 @@ describe('single sign-on with a real OpenID provider', () => {
       .find((c) => c.startsWith('cas_session='))!;
     assert.match(sessionCookie, /^cas_session=cas_sess_[A-Za-z0-9_-]{43};/);
     assert.match(sessionCookie, /HttpOnly/i);
+    assert.match(sessionCookie, /Max-Age=86400/, 'the service’s own session limit (CAS_SESSION_MAX_SECONDS)');
     assert.equal(await sessionCount(t), sessionsBefore + 1);
 
     const me = await request(t.app, 'GET', '/api/v1/auth/me', { headers: { cookie: `cas_session=${s.sessionToken}` } });

@@ -171,21 +171,10 @@ export class OidcService implements OnApplicationBootstrap {
       throw this.providerFailure(provider, error, 'sign-in');
     }
     const external = externalUserFrom(provider, claims);
-    if (external.roleNames) this.warnUnknownRoles(provider, external.roleNames);
     const user = await this.users.signInExternalUser(external);
     const session = await this.auth.startSession(user.id);
     this.logger.log(`user '${user.username}' signed in with ${external.provider}`);
     return { ...session, user, redirect: signIn.redirect } satisfies CompletedSignIn;
-  }
-
-  private warnUnknownRoles(provider: OidcProviderConfig, roleNames: string[]): void {
-    void this.roles.findBy({ name: In(roleNames as RoleName[]) }).then((found) => {
-      const known = new Set(found.map((r) => r.name as string));
-      const missing = roleNames.filter((r) => !known.has(r));
-      if (missing.length > 0) {
-        this.logger.warn(`provider '${provider.id}' maps groups to unknown roles ${missing.join(', ')}; skipped`);
-      }
-    });
   }
 
   /** openid-client's discovery, cached (see DISCOVERY_TTL_MS); failures are not cached. */
