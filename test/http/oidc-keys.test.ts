@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { onPostgres, startTestApp, type TestApp } from '../support/app.js';
 import { signInThroughService, startOidcProvider, type OidcTestProvider } from '../support/oidc-provider.js';
 
 const PUBLIC_URL = 'http://127.0.0.1:9';
@@ -14,9 +14,9 @@ const CAS = {
 /**
  * The provider's keys are cached (by openid-client, per discovery) and fetched again when an ID
  * token names an unknown `kid`, at most once a minute. This test waits out that minute: it is slow
- * on purpose (about 65 s).
+ * on purpose (about 65 s), and runs on SQLite only: nothing in it depends on the database.
  */
-describe('provider key rotation', () => {
+describe('provider key rotation', { skip: onPostgres && 'database-independent: runs on SQLite only' }, () => {
   let idp: OidcTestProvider;
   let t: TestApp;
   before(async () => {
