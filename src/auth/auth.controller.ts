@@ -25,7 +25,7 @@ import { AuthService } from './auth.service.js';
 import type { Caller } from './caller.js';
 import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto.js';
 import { CurrentUserDto, LoginDto, LoginResponseDto } from './dto/auth.dto.js';
-import { SESSION_COOKIE } from './session-cookie.js';
+import { SESSION_COOKIE, setSessionCookie } from './session-cookie.js';
 
 @ApiTags('Auth')
 @Controller('auth')
@@ -36,7 +36,10 @@ export class AuthController {
     private readonly users: UsersService,
   ) {}
 
-  /** Signs in with username and password; returns a session token and sets the session cookie. */
+  /**
+   * Signs in with username and password; returns a session token and sets the session cookie.
+   * With CAS_PASSWORD_LOGIN=false only the super user may (break-glass); others use single sign-on.
+   */
   @Public()
   @Post('login')
   @HttpCode(200)
@@ -48,13 +51,7 @@ export class AuthController {
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<LoginResponseDto> {
     const result = await this.auth.login(dto.username, dto.password, request.ip);
-    reply.setCookie(SESSION_COOKIE, result.token, {
-      path: '/',
-      httpOnly: true,
-      sameSite: 'lax',
-      secure: request.protocol === 'https',
-      maxAge: this.config.session.maxSeconds,
-    });
+    setSessionCookie(request, reply, result.token, this.config.session.maxSeconds);
     return { token: result.token, expiresAt: result.expiresAt.toISOString(), user: toUserDetailResponse(result.user) };
   }
 

@@ -12,6 +12,8 @@ import { AuthService } from './auth.service.js';
 import { CredentialsService } from './credentials.service.js';
 import { LoginThrottleEntity } from './login-throttle.entity.js';
 import { LoginThrottleService } from './login-throttle.service.js';
+import { OidcController } from './oidc/oidc.controller.js';
+import { OidcService } from './oidc/oidc.service.js';
 import { SessionEntity } from './session.entity.js';
 
 @Module({
@@ -19,12 +21,13 @@ import { SessionEntity } from './session.entity.js';
     TypeOrmModule.forFeature([SessionEntity, ApiKeyEntity, LoginThrottleEntity, UserEntity, RoleEntity]),
     UsersModule,
   ],
-  controllers: [AuthController, ApiKeysController, OwnApiKeysController],
+  controllers: [AuthController, ApiKeysController, OwnApiKeysController, OidcController],
   providers: [
     AuthService,
     ApiKeysService,
     CredentialsService,
     LoginThrottleService,
+    OidcService,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
   exports: [CredentialsService],

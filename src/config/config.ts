@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
 
@@ -24,6 +25,36 @@ export interface AppConfig {
   /** After SIGTERM, how long requests in flight (a waited delete, say) may take to finish. */
   shutdownGraceSeconds: number;
   metrics: MetricsConfig;
+  /** Whether password login is open to every password user; when false only the super user may (break-glass). */
+  passwordLogin: boolean;
+  /** Single sign-on with OpenID Connect providers (CAS_OIDC_<ID>_*). */
+  oidc: OidcConfig;
+}
+
+export interface OidcProviderConfig {
+  /** Lower-cased <ID> of CAS_OIDC_<ID>_*: the path segment of its routes; users get provider `oidc:<id>`. */
+  id: string;
+  displayName: string;
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  scopes: string[];
+  usernameClaim: string;
+  groupsClaim: string;
+  /** Group → role names; null when CAS_OIDC_<ID>_ROLE_MAP is unset (then administrators assign roles). */
+  roleMap: Map<string, string[]> | null;
+  /** The one ID token signing algorithm accepted (an asymmetric one; never `none` or a shared-secret HMAC). */
+  idTokenAlg: string;
+}
+
+export interface OidcConfig {
+  providers: OidcProviderConfig[];
+  /** The service's own URL as browsers reach it; callbacks are `<publicUrl>/api/v1/auth/oidc/<id>/callback`. */
+  publicUrl: string;
+  /** Time-out of each request to a provider (discovery, token, user info, keys). */
+  timeoutSeconds: number;
+  /** Allowed clock difference when checking an ID token's `iat`/`exp`. */
+  clockToleranceSeconds: number;
 }
 
 export interface MetricsConfig {
@@ -151,6 +182,161 @@ function originsFrom(env: Env): string[] {
   return origins;
 }
 
+const OIDC_SUFFIXES = [
+  'ISSUER',
+  'CLIENT_ID',
+  'CLIENT_SECRET',
+  'CLIENT_SECRET_FILE',
+  'SCOPES',
+  'USERNAME_CLAIM',
+  'GROUPS_CLAIM',
+  'ROLE_MAP',
+  'DISPLAY_NAME',
+  'ID_TOKEN_ALG',
+] as const;
+const OIDC_GLOBALS = new Set(['CAS_OIDC_TIMEOUT_SECONDS', 'CAS_OIDC_CLOCK_TOLERANCE_SECONDS']);
+/** Asymmetric JWS algorithms only: `none` and HS* (signed with the client secret) are never accepted. */
+export const OIDC_ID_TOKEN_ALGS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+];
+const OIDC_ID = /^[A-Z0-9](?:[A-Z0-9_]{0,25}[A-Z0-9])?$/;
+const CLAIM_NAME = /^[A-Za-z0-9_.:/-]{1,100}$/;
+const ROLE_NAME = /^[a-z0-9][a-z0-9._-]{0,31}$/;
+
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname);
+}
+
+/** An https URL (http only on a loopback host, for tests and local trials), no credentials, query or fragment. */
+function webUrl(name: string, raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL: '${raw}'`);
+  }
+  const secure = url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname));
+  if (!secure || url.username || url.password || url.search || url.hash) {
+    throw new ConfigError(
+      `${name} must be an https:// URL (http:// only on a loopback address) without credentials, query or fragment, got '${raw}'`,
+    );
+  }
+  return url;
+}
+
+function roleMapFrom(name: string, raw: string | undefined): Map<string, string[]> | null {
+  if (raw === undefined || raw.trim() === '') return null;
+  const map = new Map<string, string[]>();
+  for (const entry of raw.split(',').map((e) => e.trim())) {
+    const at = entry.lastIndexOf('=');
+    const group = at > 0 ? entry.slice(0, at).trim() : '';
+    const role = at > 0 ? entry.slice(at + 1).trim() : '';
+    if (!group || group.length > 256 || !ROLE_NAME.test(role)) {
+      throw new ConfigError(`${name} entries must look like group=role (e.g. platform-admins=admin), got '${entry}'`);
+    }
+    map.set(group, [...new Set([...(map.get(group) ?? []), role])]);
+  }
+  return map;
+}
+
+function oidcProviderFrom(env: Env, upperId: string): OidcProviderConfig {
+  const v = (suffix: (typeof OIDC_SUFFIXES)[number]) => env[`CAS_OIDC_${upperId}_${suffix}`] || undefined;
+  const prefix = `CAS_OIDC_${upperId}_`;
+  if (!OIDC_ID.test(upperId)) {
+    throw new ConfigError(
+      `${prefix}ISSUER: the provider id '${upperId}' must be 1–27 capital letters, digits and underscores`,
+    );
+  }
+  const issuer = webUrl(`${prefix}ISSUER`, v('ISSUER')!).href;
+  const clientId = v('CLIENT_ID');
+  if (!clientId || clientId.length > 256)
+    throw new ConfigError(`${prefix}CLIENT_ID is required (up to 256 characters)`);
+  let clientSecret = v('CLIENT_SECRET');
+  const secretFile = v('CLIENT_SECRET_FILE');
+  if (clientSecret && secretFile) {
+    throw new ConfigError(`set ${prefix}CLIENT_SECRET or ${prefix}CLIENT_SECRET_FILE, not both`);
+  }
+  if (secretFile) {
+    try {
+      clientSecret = readFileSync(resolve(secretFile), 'utf8').trim();
+    } catch (error) {
+      throw new ConfigError(`${prefix}CLIENT_SECRET_FILE cannot be read: ${(error as Error).message}`);
+    }
+  }
+  if (!clientSecret) throw new ConfigError(`${prefix}CLIENT_SECRET or ${prefix}CLIENT_SECRET_FILE is required`);
+  const scopes = (v('SCOPES') ?? 'openid profile email groups').split(/[\s,]+/).filter(Boolean);
+  if (!scopes.includes('openid')) throw new ConfigError(`${prefix}SCOPES must include openid`);
+  if (scopes.some((s) => !/^[\x21\x23-\x5b\x5d-\x7e]{1,128}$/.test(s))) {
+    throw new ConfigError(`${prefix}SCOPES has an invalid scope`);
+  }
+  const usernameClaim = v('USERNAME_CLAIM') ?? 'preferred_username';
+  const groupsClaim = v('GROUPS_CLAIM') ?? 'groups';
+  for (const [suffix, claim] of [
+    ['USERNAME_CLAIM', usernameClaim],
+    ['GROUPS_CLAIM', groupsClaim],
+  ]) {
+    if (!CLAIM_NAME.test(claim)) throw new ConfigError(`${prefix}${suffix} is not a valid claim name: '${claim}'`);
+  }
+  const idTokenAlg = v('ID_TOKEN_ALG') ?? 'RS256';
+  if (!OIDC_ID_TOKEN_ALGS.includes(idTokenAlg)) {
+    throw new ConfigError(`${prefix}ID_TOKEN_ALG must be one of ${OIDC_ID_TOKEN_ALGS.join(', ')}, got '${idTokenAlg}'`);
+  }
+  const displayName = v('DISPLAY_NAME') ?? upperId.toLowerCase();
+  if (displayName.length > 100) throw new ConfigError(`${prefix}DISPLAY_NAME must be at most 100 characters`);
+  return {
+    id: upperId.toLowerCase(),
+    displayName,
+    issuer,
+    clientId,
+    clientSecret,
+    scopes,
+    usernameClaim,
+    groupsClaim,
+    roleMap: roleMapFrom(`${prefix}ROLE_MAP`, v('ROLE_MAP')),
+    idTokenAlg,
+  };
+}
+
+/** Every CAS_OIDC_<ID>_* group with an ISSUER is a provider; any other CAS_OIDC_ variable is a mistake and stops start-up. */
+function oidcFrom(env: Env, port: number): OidcConfig {
+  const ids = new Set<string>();
+  const seen: Array<{ name: string; id: string }> = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith('CAS_OIDC_') || OIDC_GLOBALS.has(name) || env[name] === undefined) continue;
+    const suffix = [...OIDC_SUFFIXES]
+      .sort((a, b) => b.length - a.length)
+      .find((s) => name.endsWith(`_${s}`) && name.length > `CAS_OIDC__${s}`.length);
+    if (!suffix) throw new ConfigError(`${name} is not a known setting (CAS_OIDC_<ID>_${OIDC_SUFFIXES.join('|')})`);
+    const id = name.slice('CAS_OIDC_'.length, name.length - suffix.length - 1);
+    seen.push({ name, id });
+    if (suffix === 'ISSUER' && env[name]) ids.add(id);
+  }
+  for (const { name, id } of seen) {
+    if (!ids.has(id)) throw new ConfigError(`${name} is set, but CAS_OIDC_${id}_ISSUER is not`);
+  }
+  const providers = [...ids].map((id) => oidcProviderFrom(env, id));
+  const publicUrlRaw = env.CAS_PUBLIC_URL || `http://localhost:${port}`;
+  if (providers.length > 0 && !env.CAS_PUBLIC_URL) {
+    throw new ConfigError('CAS_PUBLIC_URL is required with OpenID Connect providers (the address browsers use)');
+  }
+  const publicUrl = webUrl('CAS_PUBLIC_URL', publicUrlRaw).href.replace(/\/+$/, '');
+  return {
+    providers,
+    publicUrl,
+    timeoutSeconds: integer(env, 'CAS_OIDC_TIMEOUT_SECONDS', 10, 1, 120),
+    clockToleranceSeconds: integer(env, 'CAS_OIDC_CLOCK_TOLERANCE_SECONDS', 30, 0, 300),
+  };
+}
+
 function metricsFrom(env: Env, host: string): MetricsConfig {
   const token = env.CAS_METRICS_TOKEN || undefined;
   if (token !== undefined && !/^[\x21-\x7e]{16,512}$/.test(token)) {
@@ -223,6 +409,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
     clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     shutdownGraceSeconds: integer(env, 'CAS_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600),
     metrics,
+    passwordLogin: boolean(env, 'CAS_PASSWORD_LOGIN', true),
+    oidc: oidcFrom(env, port),
   };
 }
 

@@ -2,6 +2,7 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  Index,
   JoinTable,
   ManyToMany,
   PrimaryGeneratedColumn,
@@ -11,7 +12,9 @@ import { RoleEntity } from './role.entity.js';
 
 export const PROVIDER_PASSWORD = 'password';
 
+/** A user of a single sign-on provider is the provider's subject (`sub`), whatever its username becomes. */
 @Entity('users')
+@Index('uq_users_provider_subject', ['provider', 'subject'], { unique: true })
 export class UserEntity {
   @PrimaryGeneratedColumn()
   id: number;
@@ -23,8 +26,17 @@ export class UserEntity {
   @Column({ name: 'username_key', type: 'varchar', length: 64, unique: true })
   usernameKey: string;
 
+  /** `password`, or `oidc:<id>` for a user of an OpenID Connect provider. */
   @Column({ type: 'varchar', length: 32, default: PROVIDER_PASSWORD })
   provider: string;
+
+  /** The provider's `sub` for single sign-on users; null for password users. */
+  @Column({ type: 'varchar', length: 255, nullable: true })
+  subject: string | null;
+
+  /** The user create_super_user made: the one password login left when CAS_PASSWORD_LOGIN=false (break-glass). */
+  @Column({ name: 'super_user', type: 'boolean', default: false })
+  superUser: boolean;
 
   @Column({ type: 'varchar', length: 128 })
   name: string;

@@ -67,12 +67,12 @@ export class UsersController {
     return { success: true };
   }
 
-  /** Sets a new password and ends all of the user's sessions. */
+  /** Sets a new password and ends all of the user's sessions. Users of a single sign-on provider have no password (409). */
   @Authenticated({ admin: true })
   @Post(':id/reset_password')
   @HttpCode(200)
   @ApiOkResponse({ type: SuccessResponseDto })
-  @ApiErrors(400, 404)
+  @ApiErrors(400, 404, 409)
   async resetUserPassword(
     @Param('id', ParseIdPipe) id: number,
     @Body() dto: ResetPasswordDto,

@@ -1,4 +1,10 @@
-import { BadRequestException, ConflictException, Injectable, NotFoundException } from '@nestjs/common';
+import {
+  BadRequestException,
+  ConflictException,
+  Injectable,
+  NotFoundException,
+  UnauthorizedException,
+} from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, In, Repository, SelectQueryBuilder } from 'typeorm';
 import { hashPassword } from '../auth/passwords.js';
@@ -24,6 +30,19 @@ const SORT_COLUMNS: Record<UserSortField, string> = {
   lastLoginAt: 'u.last_login_at',
 };
 
+/** What a single sign-on provider says about the person signing in (already validated). */
+export interface ExternalSignIn {
+  /** `oidc:<id>`. */
+  provider: string;
+  /** The provider's stable `sub`. */
+  subject: string;
+  username: string;
+  name: string;
+  avatarUrl: string | null;
+  /** Role names the person's groups map to; null when the provider does not manage roles. */
+  roleNames: string[] | null;
+}
+
 /** Escapes LIKE wildcards so `%` and `_` in a search match themselves. */
 function likePattern(search: string): string {
   return '%' + search.toLowerCase().replace(/[\\%_]/g, (c) => '\\' + c) + '%';
@@ -42,7 +61,7 @@ export class UsersService {
     const passwordHash = await hashPassword(dto.password);
     return this.transactions.run(['users'], async (manager) => {
       if ((await manager.count(UserEntity)) > 0) throw new ConflictException('the super user already exists');
-      return this.insertUser(manager, dto, passwordHash, [ROLE_ADMIN]);
+      return this.insertUser(manager, dto, passwordHash, [ROLE_ADMIN], true);
     });
   }
 
@@ -52,11 +71,19 @@ export class UsersService {
     return this.transactions.run([], (manager) => this.insertUser(manager, dto, passwordHash, [ROLE_VIEWER]));
   }
 
-  private async insertUser(manager: EntityManager, dto: CreateUserDto, passwordHash: string, roleNames: RoleName[]) {
+  private async insertUser(
+    manager: EntityManager,
+    dto: CreateUserDto,
+    passwordHash: string,
+    roleNames: RoleName[],
+    superUser = false,
+  ) {
     const user = manager.create(UserEntity, {
       username: dto.username,
       usernameKey: dto.username.toLowerCase(),
       provider: PROVIDER_PASSWORD,
+      subject: null,
+      superUser,
       name: dto.name ?? dto.username,
       passwordHash,
       enabled: true,
@@ -71,6 +98,65 @@ export class UsersService {
       throw error;
     }
     return user;
+  }
+
+  /**
+   * Creates or updates the user a single sign-on provider vouches for, found by (provider, subject):
+   * username, name and avatar follow the provider, and so do the roles when the provider manages
+   * them. A username held by another account (a password user, another provider's user) is a 409,
+   * never a takeover; a disabled user is refused; the last enabled admin cannot lose the role.
+   */
+  async signInExternalUser(input: ExternalSignIn): Promise<UserEntity> {
+    return this.transactions.run(['users'], async (manager) => {
+      const roles =
+        input.roleNames === null ? null : await manager.findBy(RoleEntity, { name: In(input.roleNames as RoleName[]) });
+      const existing = await manager.findOne(UserEntity, {
+        where: { provider: input.provider, subject: input.subject },
+        relations: { roles: true },
+      });
+      let user: UserEntity;
+      if (existing) {
+        if (!existing.enabled) throw new UnauthorizedException('user is disabled');
+        if (roles && !roles.some((r) => r.name === ROLE_ADMIN)) {
+          await this.assertNotLastAdmin(
+            manager,
+            existing,
+            'remove the admin role (no longer granted by the provider) from',
+          );
+        }
+        user = existing;
+        user.username = input.username;
+        user.usernameKey = input.username.toLowerCase();
+        user.name = input.name;
+        user.avatarUrl = input.avatarUrl;
+        if (roles) user.roles = roles;
+      } else {
+        user = manager.create(UserEntity, {
+          username: input.username,
+          usernameKey: input.username.toLowerCase(),
+          provider: input.provider,
+          subject: input.subject,
+          superUser: false,
+          name: input.name,
+          passwordHash: null,
+          enabled: true,
+          avatarUrl: input.avatarUrl,
+          lastLoginAt: null,
+          roles: roles ?? [],
+        });
+      }
+      try {
+        await manager.save(user);
+      } catch (error) {
+        if (isUniqueViolation(error)) {
+          throw new ConflictException(
+            `the username '${input.username}' belongs to another account; an administrator must rename or remove that account first`,
+          );
+        }
+        throw error;
+      }
+      return this.getUser(user.id, manager);
+    });
   }
 
   async listUsers(query: ListUsersQueryDto): Promise<UserListDto> {
@@ -172,6 +258,9 @@ export class UsersService {
 
   async resetPassword(id: number, password: string): Promise<void> {
     const user = await this.getUser(id);
+    if (user.provider !== PROVIDER_PASSWORD) {
+      throw new ConflictException(`user '${user.username}' signs in with ${user.provider} and has no password here`);
+    }
     this.checkPasswordPolicy(user.username, password);
     const passwordHash = await hashPassword(password);
     await this.transactions.run([], async (manager) => {

@@ -11,6 +11,9 @@ import { request } from '../support/http.js';
 const PUBLIC_ROUTES = new Set([
   'POST /api/v1/admin/users/create_super_user',
   'POST /api/v1/auth/login',
+  'GET /api/v1/auth/providers',
+  'GET /api/v1/auth/oidc/:provider/login',
+  'GET /api/v1/auth/oidc/:provider/callback',
   'GET /healthz',
   'GET /readyz',
 ]);
