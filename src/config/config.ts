@@ -23,6 +23,14 @@ export interface AppConfig {
   clusterRequestTimeoutSeconds: number;
   /** After SIGTERM, how long requests in flight (a waited delete, say) may take to finish. */
   shutdownGraceSeconds: number;
+  audit: AuditConfig;
+}
+
+export interface AuditConfig {
+  /** Audit rows older than this many days are deleted (by the replica holding the lease); 0 keeps them forever. */
+  retentionDays: number;
+  /** `stdout`: every audit row is also written to standard output as one JSON line. */
+  log: 'off' | 'stdout';
 }
 
 export interface ClustersConfig {
@@ -139,6 +147,12 @@ function originsFrom(env: Env): string[] {
   return origins;
 }
 
+function auditFrom(env: Env): AuditConfig {
+  const log = env.CAS_AUDIT_LOG || 'off';
+  if (log !== 'off' && log !== 'stdout') throw new ConfigError(`CAS_AUDIT_LOG must be off or stdout, got '${log}'`);
+  return { retentionDays: integer(env, 'CAS_AUDIT_RETENTION_DAYS', 90, 0, 36500), log };
+}
+
 /** Reads and validates the configuration; any bad value stops start-up with a message naming the variable. */
 export function loadConfig(env: Env = process.env): AppConfig {
   const dataDir = resolve(env.CAS_DATA_DIR || './data');
@@ -185,6 +199,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     clusters: clustersFrom(env),
     clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     shutdownGraceSeconds: integer(env, 'CAS_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600),
+    audit: auditFrom(env),
   };
 }
 

@@ -2,6 +2,7 @@ import { SeedRolesAndLocks1795340070000 } from '../common/1795340070000-SeedRole
 import { Init1795340064051 } from './1795340064051-Init.js';
 import { Clusters1795340847552 } from './1795340847552-Clusters.js';
 import { Leases1795342471261 } from './1795342471261-Leases.js';
+import { AuditEvents1795352013583 } from './1795352013583-AuditEvents.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -9,4 +10,5 @@ export const POSTGRES_MIGRATIONS = [
   SeedRolesAndLocks1795340070000,
   Clusters1795340847552,
   Leases1795342471261,
+  AuditEvents1795352013583,
 ];
