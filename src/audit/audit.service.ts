@@ -8,8 +8,36 @@ import type { AuditRow } from './audit-row.js';
 
 /** Rows written by one INSERT. */
 const BATCH_SIZE = 200;
+/**
+ * How long the writer lets rows gather before an INSERT: one transaction (one fsync on SQLite, whose
+ * driver blocks the event loop while it commits) for every call in that window, not one per call.
+ */
+const GATHER_MS = 100;
 /** Rows waiting while the database is slow or down; beyond this new rows are dropped (and the loss logged). */
 const MAX_QUEUED = 10_000;
+
+/** The row's properties in column order, and the columns they go to. */
+const ROW_KEYS = [
+  'at',
+  'actorKind',
+  'actorId',
+  'actorName',
+  'actorKey',
+  'clientAddress',
+  'operation',
+  'method',
+  'statusCode',
+  'requestId',
+  'targetKind',
+  'targetId',
+  'cluster',
+  'resource',
+  'namespace',
+  'name',
+  'uid',
+  'resourceVersion',
+] as const satisfies ReadonlyArray<keyof AuditRow>;
+const COLUMNS = ROW_KEYS.map((key) => `"${key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}"`).join(', ');
 
 export function toAuditEventResponse(e: AuditEventEntity): AuditEventDto {
   return {
@@ -44,6 +72,7 @@ export class AuditService implements OnModuleDestroy {
   private queue: AuditRow[] = [];
   private writing?: Promise<void>;
   private dropped = 0;
+  private wake?: () => void;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -61,7 +90,10 @@ export class AuditService implements OnModuleDestroy {
 
   /** Resolves once every row recorded so far is stored (or its failure logged). */
   async flush(): Promise<void> {
-    while (this.writing) await this.writing;
+    while (this.writing) {
+      this.wake?.();
+      await this.writing;
+    }
   }
 
   async onModuleDestroy(): Promise<void> {
@@ -77,13 +109,19 @@ export class AuditService implements OnModuleDestroy {
   }
 
   private async writeQueued(): Promise<void> {
-    // Let the rows of a burst of requests gather into one INSERT.
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, GATHER_MS);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wake = undefined;
     while (this.queue.length > 0) {
       const batch = this.queue.splice(0, BATCH_SIZE);
       if (this.config.audit.log === 'stdout') this.mirror(batch);
       try {
-        await this.events.insert(batch);
+        await this.insert(batch);
       } catch (error) {
         this.logger.error(`could not store ${batch.length} audit events: ${(error as Error).message}`);
       }
@@ -92,6 +130,24 @@ export class AuditService implements OnModuleDestroy {
       this.logger.error(`${this.dropped} audit events were dropped: the database did not keep up`);
       this.dropped = 0;
     }
+  }
+
+  /**
+   * One multi-row INSERT in plain SQL: TypeORM's entity insert costs about 0.2 ms of CPU per row,
+   * which on SQLite (a synchronous driver) would stall every request while a batch is written.
+   */
+  private async insert(batch: AuditRow[]): Promise<void> {
+    const sqlite = this.events.manager.connection.options.type === 'better-sqlite3';
+    const values: unknown[] = [];
+    const tuples = batch.map((row) => {
+      const start = values.length;
+      for (const key of ROW_KEYS) {
+        const value = row[key];
+        values.push(value instanceof Date && sqlite ? value.toISOString().replace('T', ' ').replace('Z', '') : value);
+      }
+      return '(' + ROW_KEYS.map((_, i) => (sqlite ? '?' : `$${start + i + 1}`)).join(', ') + ')';
+    });
+    await this.events.query(`INSERT INTO "audit_events" (${COLUMNS}) VALUES ${tuples.join(', ')}`, values);
   }
 
   /** CAS_AUDIT_LOG=stdout: one JSON line per row, whatever LOG_LEVEL says. */
