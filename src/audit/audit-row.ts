@@ -32,10 +32,16 @@ function clip(value: unknown, max: number): string | null {
   return value.length > max ? value.slice(0, max) : value;
 }
 
-/** `users` in `/api/v1/admin/users/:id/roles` → `user`; the last known segment wins. */
+/**
+ * The kind of object a route's `:id` names: the segment before it (`/admin/users/:id/roles` → `user`);
+ * without an `:id` (a create), the last known segment (`/admin/apikeys` → `apiKey`).
+ */
 function targetKindOf(url: string): string | null {
+  const segments = url.split('/');
+  const id = segments.indexOf(':id');
+  if (id > 0) return TARGET_KINDS[segments[id - 1]] ?? null;
   let kind: string | null = null;
-  for (const segment of url.split('/')) kind = TARGET_KINDS[segment] ?? kind;
+  for (const segment of segments) kind = TARGET_KINDS[segment] ?? kind;
   return kind;
 }
 

@@ -70,6 +70,11 @@ describe('audit log: admin plane and authentication', () => {
         .status,
       200,
     );
+    assert.equal(
+      (await admin.put(`/api/v1/admin/users/${carolId}/roles`, { body: { roles: ['viewer'] } })).status,
+      200,
+    );
+    assert.equal((await admin.post(`/api/v1/admin/users/${carolId}/enable`, { body: { enabled: true } })).status, 200);
     const invalid = await admin.post('/api/v1/admin/users', { body: { username: '-bad', password: 'x' } });
     assert.equal(invalid.status, 400);
     const key = await admin.post('/api/v1/admin/apikeys', { body: { name: 'ci', role: 'viewer' } });
@@ -97,6 +102,8 @@ describe('audit log: admin plane and authentication', () => {
       `createUser POST 201 user root user ${carolId}`,
       `updateUser PUT 200 user root user ${carolId}`,
       `resetUserPassword POST 200 user root user ${carolId}`,
+      `setUserRoles PUT 200 user root user ${carolId}`,
+      `setUserEnabled POST 200 user root user ${carolId}`,
       'createUser POST 400 user root user ',
       `createApiKey POST 201 user root apiKey ${key.body.id}`,
       `login POST 200 user carol user ${carolId}`,
