@@ -25,6 +25,10 @@ export interface AuditFacts {
   answer?: Buffer;
   /** A small JSON response of a create, read once the response is sent for the new object's `id`. */
   created?: string;
+  /** The answer has been handed to Fastify (its status is final). */
+  sent?: boolean;
+  /** The caller hung up before the answer was sent. */
+  callerGone?: boolean;
 }
 
 const FACTS = Symbol('cas:audit-facts');

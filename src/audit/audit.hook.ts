@@ -48,23 +48,27 @@ export function registerAudit(app: NestFastifyApplication, fastify: FastifyInsta
     }
   };
   fastify.decorateRequest('auditStartedAt', 0);
-  fastify.addHook('onRequest', (request, _reply, done) => {
+  fastify.addHook('onRequest', (request, reply, done) => {
     request.auditStartedAt = Date.now();
+    // The caller hung up before the whole answer: no onResponse follows. The call may still have
+    // done its work, so it is recorded with the status it ended with, once that is known.
+    reply.raw.once('close', () => {
+      if (reply.raw.writableFinished) return;
+      const facts = auditFactsOf(request);
+      if (facts.sent) capture(request, reply.statusCode);
+      else facts.callerGone = true;
+    });
     done();
   });
   fastify.addHook('onSend', (request, reply, payload, done) => {
-    if (typeof payload === 'string' && wantsCreatedId(request, reply.statusCode)) {
-      auditFactsOf(request).created = payload;
-    }
+    const facts = auditFactsOf(request);
+    if (typeof payload === 'string' && wantsCreatedId(request, reply.statusCode)) facts.created = payload;
+    facts.sent = true;
+    if (facts.callerGone) capture(request, reply.statusCode);
     done(null, payload);
   });
   fastify.addHook('onResponse', (request, reply, done) => {
     capture(request, reply.statusCode);
-    done();
-  });
-  // The caller went away before the answer: what was done (or not) is recorded as 499.
-  fastify.addHook('onRequestAbort', (request, done) => {
-    capture(request, 499);
     done();
   });
 }

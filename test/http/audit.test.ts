@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { AuditEventEntity } from '../../src/audit/audit-event.entity.js';
 import { AuditRetentionService, AUDIT_RETENTION_LEASE } from '../../src/audit/audit-retention.service.js';
@@ -288,6 +289,49 @@ describe('audit log: writing never fails the call; mirror to stdout; retention',
       await t.app.get(AuditService).flush(); // resolves: the failure stays inside the writer
       const list = await api.get('/api/v1/admin/users', { query: { search: 'dave' } });
       assert.equal(list.body.total, 1, 'the call did its work');
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('a caller that hangs up before the answer: still one row, with the outcome', async () => {
+    const t = await startTestApp();
+    try {
+      const admin = await signedIn(t, 'admin');
+      await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (t.app.getHttpServer().address() as { port: number }).port;
+      const body = JSON.stringify({ username: 'frank', password: 'frank-password-1' });
+      // Creating a user hashes the password with argon2id (a few hundred ms): time enough to hang up.
+      await new Promise<void>((resolve) => {
+        const req = http.request({
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/api/v1/admin/users',
+          headers: {
+            authorization: `Bearer ${admin.token}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        });
+        req.on('error', () => resolve());
+        req.end(body, () => setTimeout(() => req.destroy(), 20));
+      });
+      const api = client(t.app, admin.token);
+      for (
+        let i = 0;
+        i < 100 && (await api.get('/api/v1/admin/users', { query: { search: 'frank' } })).body.total === 0;
+        i++
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200)); // the handler's own answer, to nobody
+      const created = (await rows(t)).filter((r) => r.operation === 'createUser');
+      const frank = (await api.get('/api/v1/admin/users', { query: { search: 'frank' } })).body.users[0];
+      assert.deepEqual(
+        created.map((r) => [r.statusCode, r.actorName, r.targetKind, r.targetId]),
+        [[201, admin.username, 'user', String(frank.id)]],
+      );
     } finally {
       await t.close();
     }

@@ -108,7 +108,7 @@ export class AuditEventDto {
   operation: string;
   /** The HTTP method. */
   method: string;
-  /** The outcome: the HTTP status the caller received (499: the caller went away before the answer). */
+  /** The outcome: the HTTP status of the answer (also when the caller hung up before receiving it). */
   statusCode: number;
   /** The request's `x-request-id`. */
   requestId: string;
