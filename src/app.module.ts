@@ -1,6 +1,7 @@
 import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { AccessModule } from './access/access.module.js';
+import { AuditModule } from './audit/audit.module.js';
 import { AuthModule } from './auth/auth.module.js';
 import { ClustersModule } from './clusters/clusters.module.js';
 import { HttpErrorFilter } from './common/filters/http-exception.filter.js';
@@ -27,6 +28,7 @@ export class AppModule {
         HealthModule,
         ResourcesModule,
         MetricsModule,
+        AuditModule,
       ],
       providers: [
         {

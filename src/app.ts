@@ -7,6 +7,7 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import { randomUUID } from 'node:crypto';
 import secureJson from 'secure-json-parse';
 import { AppModule } from './app.module.js';
+import { registerAudit } from './audit/audit.hook.js';
 import { attachDrain } from './common/drain.js';
 import { createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import type { AppConfig } from './config/config.js';
@@ -56,6 +57,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
 
   attachDrain(app, fastify);
   attachServiceMetrics(app, fastify, config);
+  registerAudit(app, fastify);
 
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser(

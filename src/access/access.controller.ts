@@ -1,4 +1,6 @@
-import { Body, Controller, Get, HttpCode, NotFoundException, Post, Query } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
+import { noteAudit } from '../audit/audit-facts.js';
+import { Body, Controller, Get, HttpCode, NotFoundException, Post, Query, Req } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
@@ -39,7 +41,12 @@ export class AccessController {
   @HttpCode(200)
   @ApiOkResponse({ type: DecisionDto })
   @ApiErrors(400, 404)
-  async checkPermission(@Auth() caller: Caller, @Body() dto: CanIDto): Promise<DecisionDto> {
+  async checkPermission(
+    @Auth() caller: Caller,
+    @Body() dto: CanIDto,
+    @Req() request: FastifyRequest,
+  ): Promise<DecisionDto> {
+    noteAudit(request, { changesState: false }); // a question, not a change: no audit row
     const attempt = this.authorizer.mayAttempt(caller, dto.verb, dto.cluster);
     if (!attempt.allowed) return attempt;
     await this.assertExists(dto.cluster);

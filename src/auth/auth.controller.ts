@@ -13,6 +13,7 @@ import {
 } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { noteAudit } from '../audit/audit-facts.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { SuccessResponseDto } from '../common/error-response.dto.js';
 import { ParseIdPipe } from '../common/id.pipe.js';
@@ -50,7 +51,12 @@ export class AuthController {
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<LoginResponseDto> {
+    noteAudit(request, { actor: { kind: 'user', id: null, name: dto.username } });
     const result = await this.auth.login(dto.username, dto.password, request.ip);
+    noteAudit(request, {
+      actor: { kind: 'user', id: result.user.id, name: result.user.username },
+      target: { kind: 'user', id: String(result.user.id) },
+    });
     setSessionCookie(request, reply, result.token, this.config.session.maxSeconds);
     return { token: result.token, expiresAt: result.expiresAt.toISOString(), user: toUserDetailResponse(result.user) };
   }

@@ -61,11 +61,11 @@ export class AuthGuard implements CanActivate {
       throw new UnauthorizedException('authentication required');
     }
     const caller = await this.credentials.resolve(secret);
+    request.caller = caller; // also on a 403: the audit row names who was refused
     if (rule.admin && !caller.isAdmin) throw new ForbiddenException('this route needs the admin role');
     if (!rule.withoutRole && caller.roles.length === 0) {
       throw new ForbiddenException('the caller has no role: ask an administrator for one');
     }
-    request.caller = caller;
     return true;
   }
 }

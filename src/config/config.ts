@@ -24,6 +24,7 @@ export interface AppConfig {
   clusterRequestTimeoutSeconds: number;
   /** After SIGTERM, how long requests in flight (a waited delete, say) may take to finish. */
   shutdownGraceSeconds: number;
+  audit: AuditConfig;
   metrics: MetricsConfig;
   /** Whether password login is open to every password user; when false only the super user may (break-glass). */
   passwordLogin: boolean;
@@ -66,6 +67,13 @@ export interface MetricsConfig {
   host: string;
   /** Time-out of one query to a cluster's metrics endpoint (its Prometheus). */
   queryTimeoutSeconds: number;
+}
+
+export interface AuditConfig {
+  /** Audit rows older than this many days are deleted (by the replica holding the lease); 0 keeps them forever. */
+  retentionDays: number;
+  /** `stdout`: every audit row is also written to standard output as one JSON line. */
+  log: 'off' | 'stdout';
 }
 
 export interface ClustersConfig {
@@ -355,6 +363,12 @@ function metricsFrom(env: Env, host: string): MetricsConfig {
   };
 }
 
+function auditFrom(env: Env): AuditConfig {
+  const log = env.CAS_AUDIT_LOG || 'off';
+  if (log !== 'off' && log !== 'stdout') throw new ConfigError(`CAS_AUDIT_LOG must be off or stdout, got '${log}'`);
+  return { retentionDays: integer(env, 'CAS_AUDIT_RETENTION_DAYS', 90, 0, 36500), log };
+}
+
 /** Reads and validates the configuration; any bad value stops start-up with a message naming the variable. */
 export function loadConfig(env: Env = process.env): AppConfig {
   const dataDir = resolve(env.CAS_DATA_DIR || './data');
@@ -411,6 +425,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     metrics,
     passwordLogin: boolean(env, 'CAS_PASSWORD_LOGIN', true),
     oidc: oidcFrom(env, port),
+    audit: auditFrom(env),
   };
 }
 

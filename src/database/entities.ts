@@ -1,3 +1,4 @@
+import { AuditEventEntity } from '../audit/audit-event.entity.js';
 import { ApiKeyEntity } from '../auth/api-key.entity.js';
 import { LoginThrottleEntity } from '../auth/login-throttle.entity.js';
 import { SessionEntity } from '../auth/session.entity.js';
@@ -17,4 +18,5 @@ export const ENTITIES = [
   ApiKeyEntity,
   LoginThrottleEntity,
   ClusterEntity,
+  AuditEventEntity,
 ];

@@ -27,6 +27,7 @@ import {
 } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IncomingMessage } from 'node:http';
+import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
@@ -52,16 +53,21 @@ const Target = createParamDecorator((_data: unknown, context: ExecutionContext):
 /** Headers of the cluster's answer that reach the caller; everything else stays behind. */
 const FORWARDED_HEADERS = ['content-type', 'content-length', 'warning'];
 
-/** Streams the cluster's answer to the caller as it arrives: status, body bytes, content type. */
+/**
+ * Streams the cluster's answer to the caller as it arrives: status, body bytes, content type. The
+ * answer to a write (one object) is also peeked at, bounded, for the audit row's uid and resourceVersion.
+ */
 function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyReply {
+  const write = isWriteMethod(reply.request.method);
   if (answer instanceof IncomingMessage) {
     reply.status(answer.statusCode ?? 502);
     for (const name of FORWARDED_HEADERS) {
       const value = answer.headers[name];
       if (value !== undefined) reply.header(name, value);
     }
-    return reply.send(answer);
+    return reply.send(write ? peekWriteAnswer(reply.request, answer) : answer);
   }
+  if (write) noteAudit(reply.request, { answer: answer.body });
   return reply.status(answer.statusCode).header('content-type', answer.contentType).send(answer.body);
 }
 

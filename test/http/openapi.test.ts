@@ -33,6 +33,7 @@ const CONTRACT_OPERATION_IDS = [
   'replaceResource',
   'patchResource',
   'deleteResource',
+  'listAuditEvents',
 ];
 const HEALTH_OPERATION_IDS = ['getHealth', 'getReadiness'];
 /** Issue 14: queries of each cluster's Prometheus. */

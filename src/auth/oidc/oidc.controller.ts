@@ -1,3 +1,4 @@
+import { noteAudit } from '../../audit/audit-facts.js';
 import { Controller, Get, Inject, Param, Query, Req, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -93,7 +94,13 @@ export class OidcController {
     reply.clearCookie(stateCookie(provider.id), { path: this.oidc.cookiePath(provider) });
     const at = request.url.indexOf('?');
     const rawQuery = at >= 0 ? request.url.slice(at) : '';
+    // A sign-in starts a session: audited like a password login, though it arrives as a GET.
+    noteAudit(request, { changesState: true });
     const done = await this.oidc.complete(provider.id, query, rawQuery, request.cookies?.[stateCookie(provider.id)]);
+    noteAudit(request, {
+      actor: { kind: 'user', id: done.user.id, name: done.user.username },
+      target: { kind: 'user', id: String(done.user.id) },
+    });
     setSessionCookie(request, reply, done.token, this.config.session.maxSeconds);
     await reply.code(302).header('cache-control', 'no-store').header('location', done.redirect).send();
   }

@@ -3,6 +3,7 @@ import { Init1795340064051 } from './1795340064051-Init.js';
 import { Clusters1795340847552 } from './1795340847552-Clusters.js';
 import { Leases1795342471261 } from './1795342471261-Leases.js';
 import { RoleRulesKeyOwners1795351998879 } from './1795351998879-RoleRulesKeyOwners.js';
+import { AuditEvents1795352013583 } from './1795352013583-AuditEvents.js';
 import { ExternalUsers1795352066152 } from './1795352066152-ExternalUsers.js';
 import { MetricsStatus1795352102411 } from './1795352102411-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
@@ -14,6 +15,7 @@ export const POSTGRES_MIGRATIONS = [
   Clusters1795340847552,
   Leases1795342471261,
   RoleRulesKeyOwners1795351998879,
+  AuditEvents1795352013583,
   ExternalUsers1795352066152,
   MetricsStatus1795352102411,
   UserListIndexes1795353245680,

@@ -3,6 +3,7 @@ import { Init1795340060761 } from './1795340060761-Init.js';
 import { Clusters1795340841221 } from './1795340841221-Clusters.js';
 import { Leases1795342462821 } from './1795342462821-Leases.js';
 import { RoleRulesKeyOwners1795351998878 } from './1795351998878-RoleRulesKeyOwners.js';
+import { AuditEvents1795352013567 } from './1795352013567-AuditEvents.js';
 import { ExternalUsers1795352066152 } from './1795352066152-ExternalUsers.js';
 import { MetricsStatus1795352102410 } from './1795352102410-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
@@ -14,6 +15,7 @@ export const SQLITE_MIGRATIONS = [
   Clusters1795340841221,
   Leases1795342462821,
   RoleRulesKeyOwners1795351998878,
+  AuditEvents1795352013567,
   ExternalUsers1795352066152,
   MetricsStatus1795352102410,
   UserListIndexes1795353245680,

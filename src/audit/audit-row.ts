@@ -1,0 +1,136 @@
+import type { FastifyRequest } from 'fastify';
+import type { Caller } from '../auth/caller.js';
+import { auditFactsOf, isWriteMethod } from './audit-facts.js';
+import type { AuditEventEntity } from './audit-event.entity.js';
+
+export type AuditRow = Omit<AuditEventEntity, 'id'>;
+
+/** The kinds of object an admin route's `:id` (or a create's new `id`) names, by the path segment before it. */
+const TARGET_KINDS: Record<string, string> = {
+  users: 'user',
+  clusters: 'cluster',
+  apikeys: 'apiKey',
+  roles: 'role',
+};
+const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
+const MAX_CREATED_RESPONSE = 64 * 1024;
+
+/**
+ * Which calls become a row: every call that may change state (any method but GET/HEAD/OPTIONS), and
+ * every refused one (403; 401 when a username is known, e.g. a failed login). Anonymous calls are
+ * recorded only when they succeed (first-time setup): an unauthenticated flood cannot fill the table.
+ */
+export function shouldAudit(call: {
+  method: string;
+  statusCode: number;
+  anonymous: boolean;
+  changesState?: boolean;
+}): boolean {
+  if (call.statusCode === 401) return !call.anonymous;
+  if (call.statusCode === 403) return true;
+  if (!(call.changesState ?? isWriteMethod(call.method))) return false;
+  return !call.anonymous || call.statusCode < 400;
+}
+
+function clip(value: unknown, max: number): string | null {
+  if (typeof value !== 'string' || value === '') return null;
+  return value.length > max ? value.slice(0, max) : value;
+}
+
+/**
+ * The kind of object a route's `:id` names: the segment before it (`/admin/users/:id/roles` → `user`);
+ * without an `:id` (a create), the last known segment (`/admin/apikeys` → `apiKey`).
+ */
+function targetKindOf(url: string): string | null {
+  const segments = url.split('/');
+  const id = segments.indexOf(':id');
+  if (id > 0) return TARGET_KINDS[segments[id - 1]] ?? null;
+  let kind: string | null = null;
+  for (const segment of segments) kind = TARGET_KINDS[segment] ?? kind;
+  return kind;
+}
+
+/** The new object's `id` in a create's response (never anything else of it). */
+function createdId(payload: string | undefined): string | null {
+  if (!payload || payload.length > MAX_CREATED_RESPONSE) return null;
+  try {
+    const id = (JSON.parse(payload) as { id?: unknown }).id;
+    return typeof id === 'number' || typeof id === 'string' ? clip(String(id), 64) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** uid and resourceVersion of the object in the cluster's answer to a write (a delete's `Status` names the uid in `details`). */
+function objectVersion(answer: Buffer | undefined): { uid: string | null; resourceVersion: string | null } {
+  if (!answer || answer.length === 0) return { uid: null, resourceVersion: null };
+  try {
+    const object = JSON.parse(answer.toString('utf8')) as {
+      metadata?: { uid?: unknown; resourceVersion?: unknown };
+      details?: { uid?: unknown };
+    };
+    return {
+      uid: clip(object?.metadata?.uid ?? object?.details?.uid, 64),
+      resourceVersion: clip(object?.metadata?.resourceVersion, 64),
+    };
+  } catch {
+    return { uid: null, resourceVersion: null };
+  }
+}
+
+/**
+ * The audit row of a finished request, or null when it is not audited. Reads only the route, its
+ * path parameters, the `x-cluster-name` header, the caller and the facts the route noted: never a body.
+ */
+export function auditRowFor(request: FastifyRequest, statusCode: number, at: Date): AuditRow | null {
+  const config = request.routeOptions.config as { operationId?: unknown } | undefined;
+  const operation = config?.operationId;
+  if (typeof operation !== 'string') return null; // no route matched: nothing ran
+  const caller = (request as FastifyRequest & { caller?: Caller }).caller;
+  const facts = auditFactsOf(request);
+  const actor = caller
+    ? { kind: caller.kind, id: caller.id, name: caller.kind === 'bootstrap' ? null : caller.name }
+    : (facts.actor ?? { kind: 'anonymous', id: null, name: null });
+  const anonymous = actor.name === null && !caller;
+  if (!shouldAudit({ method: request.method, statusCode, anonymous, changesState: facts.changesState })) return null;
+
+  const params = (request.params ?? {}) as Record<string, unknown>;
+  const url = request.routeOptions.url ?? '';
+  const isResourceRoute = typeof params.resource === 'string';
+  const header = request.headers['x-cluster-name'];
+  const ok = statusCode >= 200 && statusCode < 300;
+  const version = isResourceRoute && ok ? objectVersion(facts.answer) : { uid: null, resourceVersion: null };
+  const targetKind = isResourceRoute ? null : (facts.target?.kind ?? targetKindOf(url));
+  let targetId: string | null = null;
+  if (facts.target) targetId = facts.target.id;
+  else if (targetKind) targetId = clip(params.id, 64) ?? (ok ? createdId(facts.created) : null);
+  const name = clip(actor.name, 256);
+  return {
+    at,
+    actorKind: actor.kind,
+    actorId: actor.id,
+    actorName: name,
+    actorKey: name?.toLowerCase() ?? null,
+    clientAddress: clip(request.ip, 64),
+    operation: operation.slice(0, 64),
+    method: request.method.slice(0, 8),
+    statusCode,
+    requestId: String(request.id).slice(0, 128),
+    targetKind,
+    targetId,
+    cluster: isResourceRoute && typeof header === 'string' && CLUSTER_NAME.test(header) ? header : null,
+    resource: isResourceRoute ? clip(params.resource, 253) : null,
+    namespace: isResourceRoute ? clip(params.namespace, 253) : null,
+    name: isResourceRoute ? clip(params.name, 253) : null,
+    uid: version.uid,
+    resourceVersion: version.resourceVersion,
+  };
+}
+
+/** Whether a create's response should be kept (until the row is built) for the new object's id. */
+export function wantsCreatedId(request: FastifyRequest, statusCode: number): boolean {
+  if (request.method !== 'POST' || statusCode < 200 || statusCode >= 300) return false;
+  const params = (request.params ?? {}) as Record<string, unknown>;
+  if (params.id !== undefined || params.resource !== undefined) return false;
+  return targetKindOf(request.routeOptions.url ?? '') !== null;
+}

@@ -1,0 +1,131 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { IsInt, IsISO8601, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+
+/** A date (`2026-01-31`, midnight UTC) or a date-time with `Z` or an offset. */
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
+
+export class ListAuditEventsQueryDto {
+  /** Page number, from 1. */
+  @ApiPropertyOptional({ minimum: 1, default: 1 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(1_000_000)
+  page: number = 1;
+
+  /** Events per page, 1–100. */
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  size: number = 20;
+
+  /** Only events of this actor: a username or an API key name, ignoring case. */
+  @ApiPropertyOptional({ minLength: 1, maxLength: 256 })
+  @IsOptional()
+  @IsString()
+  @Length(1, 256)
+  actor?: string;
+
+  /** Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …). */
+  @ApiPropertyOptional({ pattern: '^[A-Za-z][A-Za-z0-9]{0,63}$', example: 'deleteResource' })
+  @IsOptional()
+  @IsString()
+  @Matches(/^[A-Za-z][A-Za-z0-9]{0,63}$/, { message: 'operation must be an operationId such as createUser' })
+  operation?: string;
+
+  /** Only resource calls to this cluster (by name). */
+  @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
+  @IsOptional()
+  @IsString()
+  @Matches(/^[\x21-\x7e]{1,253}$/, { message: 'cluster must be a cluster name: 1–253 printable characters' })
+  cluster?: string;
+
+  /** Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset). */
+  @ApiPropertyOptional({ type: String, format: 'date-time', example: '2026-01-31T00:00:00Z' })
+  @IsOptional()
+  @IsString()
+  @Matches(TIMESTAMP, { message: 'since must be an ISO 8601 date or date-time with Z or an offset' })
+  @IsISO8601({ strict: true }, { message: 'since must be a valid date' })
+  since?: string;
+
+  /** Only events before this time (same format as `since`; must be later than it). */
+  @ApiPropertyOptional({ type: String, format: 'date-time', example: '2026-02-01T00:00:00Z' })
+  @IsOptional()
+  @IsString()
+  @Matches(TIMESTAMP, { message: 'until must be an ISO 8601 date or date-time with Z or an offset' })
+  @IsISO8601({ strict: true }, { message: 'until must be a valid date' })
+  until?: string;
+}
+
+export class AuditActorDto {
+  /** `user`, `apiKey`, `bootstrap` (first-time setup before any user exists) or `anonymous`. */
+  @ApiProperty({ enum: ['user', 'apiKey', 'bootstrap', 'anonymous'] })
+  kind: string;
+  /** User id or API key id; null when not known (a failed login of an unknown user). */
+  @ApiProperty({ type: Number, nullable: true })
+  id: number | null;
+  /** Username or API key name; for a login, the username that was tried. */
+  @ApiProperty({ type: String, nullable: true })
+  name: string | null;
+}
+
+export class AuditTargetDto {
+  /** What `id` names on admin and auth routes: `user`, `cluster`, `apiKey`, `role`; null on resource routes. */
+  @ApiProperty({ type: String, nullable: true })
+  kind: string | null;
+  @ApiProperty({ type: String, nullable: true })
+  id: string | null;
+  /** Resource routes: the cluster named in `x-cluster-name`. */
+  @ApiProperty({ type: String, nullable: true })
+  cluster: string | null;
+  /** Resource routes: the resource as in the path (`configmaps`, `deployments.apps`). */
+  @ApiProperty({ type: String, nullable: true })
+  resource: string | null;
+  /** Resource routes: the namespace, or `_all`. */
+  @ApiProperty({ type: String, nullable: true })
+  namespace: string | null;
+  /** Resource routes: the object's name (null on create and list). */
+  @ApiProperty({ type: String, nullable: true })
+  name: string | null;
+}
+
+/** One audited call. Never a body: no passwords, tokens, keys, kubeconfigs or object data. */
+export class AuditEventDto {
+  id: number;
+  /** When the call was received (ISO 8601 UTC). */
+  @ApiProperty({ type: String, format: 'date-time' })
+  at: string;
+  actor: AuditActorDto;
+  /** The client's address (from `X-Forwarded-For` only with `CAS_TRUST_PROXY`). */
+  @ApiProperty({ type: String, nullable: true })
+  clientAddress: string | null;
+  /** The route's operationId. */
+  operation: string;
+  /** The HTTP method. */
+  method: string;
+  /** The outcome: the HTTP status of the answer (also when the caller hung up before receiving it). */
+  statusCode: number;
+  /** The request's `x-request-id`. */
+  requestId: string;
+  target: AuditTargetDto;
+  /** Resource writes: the object's uid after the write. */
+  @ApiProperty({ type: String, nullable: true })
+  uid: string | null;
+  /** Resource writes: the object's resourceVersion after the write. */
+  @ApiProperty({ type: String, nullable: true })
+  resourceVersion: string | null;
+}
+
+export class AuditEventListDto {
+  /** Newest first. */
+  events: AuditEventDto[];
+  /** How many events match the filters, over all pages. */
+  total: number;
+  page: number;
+  size: number;
+}
