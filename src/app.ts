@@ -11,6 +11,7 @@ import { attachDrain } from './common/drain.js';
 import { createPino, PinoNestLogger } from './common/logger.js';
 import type { AppConfig } from './config/config.js';
 import { setupSwagger } from './openapi.js';
+import { PodLogsService } from './resources/pod-logs.service.js';
 
 export const API_PREFIX = 'api/v1';
 const MIB = 1024 * 1024;
@@ -51,7 +52,8 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
-  attachDrain(app, fastify);
+  // SIGTERM: log streams end cleanly at once, so their clients reconnect to another replica
+  attachDrain(app, fastify).onDrain(() => app.get(PodLogsService).closeAll());
 
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser(
