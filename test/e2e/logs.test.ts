@@ -221,6 +221,30 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
     await waitFor('the upstream follower to go', async () => kubelet.openRequests(`${ns}/follow/app`) === 0, 10_000);
   });
 
+  test('at most 20 log streams per caller: the 21st is a 429, and closing one makes room', async () => {
+    const user = await signedIn(t, 'viewer');
+    const open: LiveLog[] = [];
+    for (let i = 0; i < 20; i++) {
+      const live = await openLog(base, `/api/v1/pods/${ns}/follow/log?follow=true&tailLines=0`, user.token);
+      assert.equal(live.status, 200, `stream ${i + 1}`);
+      open.push(live);
+    }
+    const refused = await get(`pods/${ns}/follow/log`, user.token);
+    assert.equal(refused.status, 429, refused.text);
+    assert.match(refused.body.message, /at most 20 log streams per caller/);
+    assert.equal((await get(`pods/${ns}/single/log`, viewer.token)).status, 200, 'other callers are not limited');
+
+    open.pop()!.close();
+    await waitFor(
+      'room for one more',
+      async () => (await get(`pods/${ns}/single/log`, user.token)).status === 200,
+      10_000,
+      50,
+    );
+    for (const live of open) live.close();
+    await waitFor('the followers to go', async () => kubelet.openRequests(`${ns}/follow/app`) === 0, 10_000, 50);
+  });
+
   test('SIGTERM (drain): followed logs end cleanly at once, so the drain does not wait for them', async () => {
     const live = await openLog(base, `/api/v1/pods/${ns}/follow/log?follow=true&tailLines=0`, admin.token);
     assert.equal(live.status, 200);

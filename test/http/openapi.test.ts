@@ -35,6 +35,15 @@ const CONTRACT_OPERATION_IDS = [
   'deleteResource',
 ];
 const HEALTH_OPERATION_IDS = ['getHealth', 'getReadiness'];
+/** Issue 13: pod logs, what a cluster serves, subresources. */
+const CONSOLE_OPERATION_IDS = [
+  'getPodLog',
+  'listApiResources',
+  'getApiResourceSchema',
+  'getSubresource',
+  'replaceSubresource',
+  'patchSubresource',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -61,7 +70,7 @@ describe('OpenAPI document', () => {
         const label = `${method.toUpperCase()} ${path}`;
         ids.push(op.operationId);
         assert.ok(
-          [...CONTRACT_OPERATION_IDS, ...HEALTH_OPERATION_IDS].includes(op.operationId),
+          [...CONTRACT_OPERATION_IDS, ...HEALTH_OPERATION_IDS, ...CONSOLE_OPERATION_IDS].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );
         assert.ok(op.tags?.length > 0, `${label} has a tag`);
@@ -101,5 +110,14 @@ describe('OpenAPI document', () => {
     const list = served.paths['/api/v1/admin/users']?.get ?? served.paths['/api/v1/admin/users/']?.get;
     const names = list.parameters.map((p: { name: string }) => p.name).sort();
     assert.deepEqual(names, ['page', 'role', 'search', 'size', 'sortBy', 'sortOrder']);
+  });
+
+  test('pod logs are documented as a text/plain stream; subresources name the ones served', () => {
+    const log = served.paths['/api/v1/pods/{namespace}/{name}/log'].get;
+    assert.deepEqual(Object.keys(log.responses['200'].content), ['text/plain']);
+    const sub = served.paths['/api/v1/{resource}/{namespace}/{name}/{subresource}'];
+    assert.deepEqual(Object.keys(sub).sort(), ['get', 'patch', 'put']);
+    const param = sub.get.parameters.find((p: { name: string }) => p.name === 'subresource');
+    assert.deepEqual(param.schema.enum, ['scale', 'status']);
   });
 });
