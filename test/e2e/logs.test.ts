@@ -15,6 +15,9 @@ interface LiveLog {
   status: number;
   headers: http.IncomingHttpHeaders;
   text(): string;
+  bytes(): number;
+  pause(): void;
+  resume(): void;
   /** Resolves with how the response ended: 'end' (cleanly) or 'aborted'. */
   ended: Promise<'end' | 'aborted'>;
   close(): void;
@@ -27,7 +30,11 @@ function openLog(base: string, path: string, token: string, cluster = 'alpha'): 
       { headers: { authorization: `Bearer ${token}`, 'x-cluster-name': cluster }, agent: false },
       (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
+        let bytes = 0;
+        res.on('data', (c: Buffer) => {
+          bytes += c.length;
+          if (bytes <= 1 << 20) chunks.push(c); // the text of small logs; big ones are only counted
+        });
         const ended = new Promise<'end' | 'aborted'>((done) => {
           res.on('end', () => done('end'));
           res.on('aborted', () => done('aborted'));
@@ -37,6 +44,9 @@ function openLog(base: string, path: string, token: string, cluster = 'alpha'): 
           status: res.statusCode ?? 0,
           headers: res.headers,
           text: () => Buffer.concat(chunks).toString('utf8'),
+          bytes: () => bytes,
+          pause: () => res.pause(),
+          resume: () => res.resume(),
           ended,
           close: () => req.destroy(),
         });
@@ -188,6 +198,30 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
 
     live.close();
     await waitFor('the kubelet to see its follower go', async () => kubelet.openRequests(key) === 0, 10_000, 50);
+  });
+
+  test('backpressure: a client that stops reading holds the stream back at the kubelet, and loses nothing', async () => {
+    const key = `${ns}/multi/app`;
+    const line = 'x'.repeat(1023); // 1 KiB with its newline
+    const lines = 64 * 1024; // 64 MiB
+    const live = await openLog(
+      base,
+      `/api/v1/pods/${ns}/multi/log?container=app&follow=true&tailLines=0`,
+      viewer.token,
+    );
+    assert.equal(live.status, 200);
+    live.pause();
+    await waitFor('the follower at the kubelet', async () => kubelet.openRequests(key) === 1, 10_000, 20);
+    for (let i = 0; i < lines; i++) kubelet.write(ns, 'multi', 'app', line);
+    await new Promise((r) => setTimeout(r, 1000));
+    const queued = kubelet.queuedBytes(key);
+    console.log(`# 64 MiB written, client paused: ${(queued / 2 ** 20).toFixed(1)} MiB still queued at the kubelet (with chunk framing)`);
+    assert.ok(queued > 32 * 2 ** 20, `the service and the apiserver took only what their buffers hold (${queued})`);
+
+    live.resume();
+    await waitFor('every byte', async () => live.bytes() >= lines * 1024, 60_000, 100);
+    assert.equal(live.bytes(), lines * 1024);
+    live.close();
   });
 
   test('a followed log ends when the container terminates', async () => {

@@ -40,6 +40,8 @@ export interface Kubelet {
   terminate(namespace: string, pod: string, container: string): void;
   /** Log requests in flight now (followers included), per container key `ns/pod/container`. */
   openRequests(key?: string): number;
+  /** Bytes written to a container's open log responses that the reader (the apiserver) has not taken yet. */
+  queuedBytes(key: string): number;
   /** Every request path (with query) received, in order. */
   readonly requests: string[];
   stop(): Promise<void>;
@@ -81,6 +83,7 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
   const logs = new Map<string, ContainerLog>();
   const requests: string[] = [];
   const open = new Map<string, number>();
+  const responses = new Map<string, Set<ServerResponse>>();
   const logOf = (key: string): ContainerLog => {
     let log = logs.get(key);
     if (!log) logs.set(key, (log = { lines: [], terminated: false, followers: new Set() }));
@@ -142,6 +145,9 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
       open.set(key, (open.get(key) ?? 1) - 1);
     };
     res.on('close', uncount);
+    if (!responses.has(key)) responses.set(key, new Set());
+    responses.get(key)!.add(res);
+    res.on('close', () => responses.get(key)?.delete(res));
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.flushHeaders(); // as the kubelet does: a followed, still empty log has started
     let budget = limitBytes ?? Infinity;
@@ -228,6 +234,9 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
       const log = logOf(`${namespace}/${pod}/${container}`);
       log.terminated = true;
       for (const follower of [...log.followers]) follower(null);
+    },
+    queuedBytes(key) {
+      return [...(responses.get(key) ?? [])].reduce((sum, res) => sum + res.writableLength, 0);
     },
     openRequests(key) {
       if (key !== undefined) return open.get(key) ?? 0;
