@@ -146,6 +146,11 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
     assert.equal(unknown.status, 400, unknown.text);
     assert.match(unknown.body.message, /container nope is not valid for pod multi/);
 
+    // an error of the kubelet, through the apiserver
+    const previous = await get(`pods/${ns}/multi/log`, viewer.token, { container: 'app', previous: 'true' });
+    assert.equal(previous.status, 400, previous.text);
+    assert.match(previous.body.message, /previous terminated container "app" in pod "multi" not found/);
+
     const missing = await get(`pods/${ns}/no-such-pod/log`, viewer.token);
     assert.equal(missing.status, 404, missing.text);
     assert.equal(missing.body.kind, 'Status');
@@ -215,7 +220,9 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
     for (let i = 0; i < lines; i++) kubelet.write(ns, 'multi', 'app', line);
     await new Promise((r) => setTimeout(r, 1000));
     const queued = kubelet.queuedBytes(key);
-    console.log(`# 64 MiB written, client paused: ${(queued / 2 ** 20).toFixed(1)} MiB still queued at the kubelet (with chunk framing)`);
+    console.log(
+      `# 64 MiB written, client paused: ${(queued / 2 ** 20).toFixed(1)} MiB still queued at the kubelet (with chunk framing)`,
+    );
     assert.ok(queued > 32 * 2 ** 20, `the service and the apiserver took only what their buffers hold (${queued})`);
 
     live.resume();
