@@ -61,6 +61,7 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
   let kubelet: Kubelet;
   let t: TestApp;
   let base: string;
+  let clusterId: number;
   let admin: { id: number; token: string };
   let viewer: { id: number; token: string };
   const ns = `logs-${process.pid}`;
@@ -85,7 +86,7 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
     t = await startTestApp();
     admin = await signedIn(t, 'admin');
     viewer = await signedIn(t, 'viewer');
-    await registerCluster(t, admin.token, 'alpha', kubeconfigFor(cp));
+    clusterId = await registerCluster(t, admin.token, 'alpha', kubeconfigFor(cp));
     await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
     for (const p of [pod('single', ['app']), pod('multi', ['app', 'sidecar']), pod('follow', ['app'])]) {
       const created = await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/pods`, p);
@@ -255,11 +256,26 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
     const how = await Promise.race([live.ended, new Promise((r) => setTimeout(() => r('still open'), 10_000))]);
     const seconds = (Date.now() - started) / 1000;
     assert.equal(how, 'end');
+    console.log(`# the stream ended ${seconds.toFixed(1)} s after the user was disabled`);
     assert.ok(seconds <= 7, `ended after ${seconds} s`);
     kubelet.write(ns, 'follow', 'app', 'after disabling');
     await new Promise((r) => setTimeout(r, 200));
     assert.doesNotMatch(live.text(), /after disabling/);
     await waitFor('the upstream follower to go', async () => kubelet.openRequests(`${ns}/follow/app`) === 0, 10_000);
+  });
+
+  test('disabling the cluster ends the followed logs on it', async () => {
+    const live = await openLog(base, `/api/v1/pods/${ns}/follow/log?follow=true&tailLines=0`, admin.token);
+    assert.equal(live.status, 200);
+    const toggle = (enabled: boolean) =>
+      request(t.app, 'PUT', `/api/v1/admin/clusters/${clusterId}`, { token: admin.token, body: { enabled } });
+    assert.equal((await toggle(false)).status, 200);
+    try {
+      const how = await Promise.race([live.ended, new Promise((r) => setTimeout(() => r('still open'), 10_000))]);
+      assert.equal(how, 'end');
+    } finally {
+      assert.equal((await toggle(true)).status, 200);
+    }
   });
 
   test('at most 20 log streams per caller: the 21st is a 429, and closing one makes room', async () => {
