@@ -33,7 +33,7 @@ interface OpenApiDocument {
 const OPENAPI_MAX_AGE_MS = 10 * 60_000;
 /** A type missing from the document refetches it (a CRD created a moment ago), at most this often. */
 const OPENAPI_MIN_RELOAD_MS = 2_000;
-/** Documents kept (one per cluster, least recently used dropped): each is a few MiB parsed. */
+/** Documents kept (one per cluster, least recently used dropped): a 1.20 cluster's is about 9 MiB parsed. */
 const OPENAPI_MAX_CLUSTERS = 8;
 /** The largest `/openapi/v2` accepted (1.20 with a few CRDs: ~3 MiB). */
 const OPENAPI_MAX_BYTES = 64 * 1024 * 1024;
