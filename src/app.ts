@@ -13,6 +13,7 @@ import { createPino, OneLineLogController, PinoNestLogger } from './common/logge
 import type { AppConfig } from './config/config.js';
 import { attachServiceMetrics } from './metrics/service-endpoint.js';
 import { setupSwagger } from './openapi.js';
+import { PodLogsService } from './resources/pod-logs.service.js';
 
 export const API_PREFIX = 'api/v1';
 const MIB = 1024 * 1024;
@@ -55,7 +56,8 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     reply.header('x-request-id', request.id);
   });
 
-  attachDrain(app, fastify);
+  // SIGTERM: log streams end cleanly at once, so their clients reconnect to another replica
+  attachDrain(app, fastify).onDrain(() => app.get(PodLogsService).closeAll());
   attachServiceMetrics(app, fastify, config);
   registerAudit(app, fastify);
 

@@ -13,6 +13,7 @@ export class RequestDrain {
   private inFlight = 0;
   private draining = false;
   private onIdle?: () => void;
+  private readonly drainListeners = new Set<() => void>();
 
   register(fastify: FastifyInstance): void {
     fastify.addHook('onRequest', async (request, reply) => {
@@ -37,9 +38,16 @@ export class RequestDrain {
     return this.inFlight;
   }
 
+  /** Called once when draining starts: long-lived streams end themselves so clients reconnect elsewhere. */
+  onDrain(listener: () => void): void {
+    this.drainListeners.add(listener);
+  }
+
   /** Stops taking requests; resolves true when those in flight have finished, false when the bound ran out first. */
   async drain(timeoutMs: number): Promise<boolean> {
+    const first = !this.draining;
     this.draining = true;
+    if (first) for (const listener of this.drainListeners) listener();
     if (this.inFlight === 0) return true;
     const idle = new Promise<boolean>((resolve) => (this.onIdle = () => resolve(true)));
     return Promise.race([idle, sleep(timeoutMs, false, { ref: false })]);

@@ -8,6 +8,8 @@ interface APIResource {
   kind: string;
   namespaced: boolean;
   verbs: string[];
+  shortNames?: string[];
+  categories?: string[];
 }
 
 interface Snapshot {
@@ -44,6 +46,19 @@ export class ResourceDiscovery {
       throw new NotFoundException(`cluster '${conn.clusterName}' does not serve a resource type '${id}'`);
     }
     return found;
+  }
+
+  /**
+   * Every resource type the cluster serves, from a discovery at most `maxAgeMs` old (concurrent
+   * callers share one load): what a console's navigation is built from, so a CRD created a moment
+   * ago is listed.
+   */
+  async list(conn: ClusterConnection, maxAgeMs = MIN_RELOAD_INTERVAL_MS): Promise<ResourceType[]> {
+    const cached = this.snapshots.get(conn.clusterId);
+    if (cached && cached.generation === conn.generation && Date.now() - cached.loadedAt < maxAgeMs) {
+      return cached.types;
+    }
+    return (await this.load(conn)).types;
   }
 
   private async snapshot(conn: ClusterConnection): Promise<Snapshot> {
@@ -91,9 +106,24 @@ export class ResourceDiscovery {
   ): Promise<ResourceType[]> {
     try {
       const list = await this.upstream.getJson<{ resources: APIResource[] }>(conn, path);
+      const subresources = new Map<string, string[]>();
+      for (const r of list.resources) {
+        const [parent, sub] = r.name.split('/', 2);
+        if (sub) subresources.set(parent!, [...(subresources.get(parent!) ?? []), sub]);
+      }
       return list.resources
-        .filter((r) => !r.name.includes('/')) // subresources
-        .map((r) => ({ group, version, plural: r.name, kind: r.kind, namespaced: r.namespaced, verbs: r.verbs }));
+        .filter((r) => !r.name.includes('/'))
+        .map((r) => ({
+          group,
+          version,
+          plural: r.name,
+          kind: r.kind,
+          namespaced: r.namespaced,
+          verbs: r.verbs,
+          shortNames: r.shortNames ?? [],
+          categories: r.categories ?? [],
+          subresources: subresources.get(r.name) ?? [],
+        }));
     } catch (error) {
       // An aggregated API that is down must not hide every other resource type.
       this.logger.warn(`cluster '${conn.clusterName}': discovery of ${path} failed: ${(error as Error).message}`);

@@ -11,6 +11,10 @@ export interface ResourceType {
   kind: string;
   namespaced: boolean;
   verbs: string[];
+  /** From discovery: `kubectl get` abbreviations (`cm`), groupings (`all`), and subresources (`scale`, `status`). */
+  shortNames?: string[];
+  categories?: string[];
+  subresources?: string[];
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;

@@ -44,7 +44,7 @@ import { ALL_NAMESPACES } from './resource-path.js';
 import { type ClusterAnswer, type ResourceTarget, ResourcesService } from './resources.service.js';
 
 /** The target of a resource call: the `x-cluster-name` header and the path's resource, namespace and name. */
-const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget => {
+export const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget => {
   const request = context.switchToHttp().getRequest<FastifyRequest<{ Params: Record<string, string> }>>();
   const { resource, namespace, name } = request.params;
   return { cluster: request.headers['x-cluster-name'], resource, namespace, name };
@@ -57,7 +57,7 @@ const FORWARDED_HEADERS = ['content-type', 'content-length', 'warning'];
  * Streams the cluster's answer to the caller as it arrives: status, body bytes, content type. The
  * answer to a write (one object) is also peeked at, bounded, for the audit row's uid and resourceVersion.
  */
-function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyReply {
+export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyReply {
   const write = isWriteMethod(reply.request.method);
   if (answer instanceof IncomingMessage) {
     reply.status(answer.statusCode ?? 502);
@@ -71,9 +71,9 @@ function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyReply {
   return reply.status(answer.statusCode).header('content-type', answer.contentType).send(answer.body);
 }
 
-const OBJECT = { type: 'object', additionalProperties: true } as const;
+export const OBJECT = { type: 'object', additionalProperties: true } as const;
 
-const ResourceParams = (withName: boolean) =>
+export const ResourceParams = (withName: boolean) =>
   applyDecorators(
     ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' }),
     ApiParam({

@@ -1,13 +1,27 @@
 import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module.js';
 import { ClustersModule } from '../clusters/clusters.module.js';
+import { ApiResourcesController } from './api-resources.controller.js';
+import { ApiResourcesService } from './api-resources.service.js';
 import { ResourceDiscovery } from './discovery.js';
+import { LogsController } from './logs.controller.js';
+import { PodLogsService } from './pod-logs.service.js';
 import { ResourcesController } from './resources.controller.js';
 import { ResourcesService } from './resources.service.js';
+import { SubresourcesController } from './subresources.controller.js';
+import { SubresourcesService } from './subresources.service.js';
 import { UpstreamClient } from './upstream.js';
 
 @Module({
-  imports: [ClustersModule],
-  controllers: [ResourcesController],
-  providers: [ResourcesService, ResourceDiscovery, UpstreamClient],
+  imports: [ClustersModule, AuthModule],
+  controllers: [ResourcesController, LogsController, ApiResourcesController, SubresourcesController],
+  providers: [
+    ResourcesService,
+    ResourceDiscovery,
+    UpstreamClient,
+    PodLogsService,
+    ApiResourcesService,
+    SubresourcesService,
+  ],
 })
 export class ResourcesModule {}

@@ -48,7 +48,7 @@ export interface ResourceTarget {
 /** The cluster's answer: streamed as it arrives, or (waited deletes) read whole. */
 export type ClusterAnswer = IncomingMessage | { statusCode: number; contentType: string; body: Buffer };
 
-interface Resolved {
+export interface Resolved {
   conn: ClusterConnection;
   type: ResourceType;
   /** null: cluster-scoped, or all namespaces on list. */
@@ -195,7 +195,7 @@ export class ResourcesService {
    * Checks everything that can be checked before the cluster is asked: the caller's role, the
    * header, the path segments; then resolves the cluster, the resource type and the scope.
    */
-  private async resolve(caller: Caller, target: ResourceTarget, verb: Verb): Promise<Resolved> {
+  async resolve(caller: Caller, target: ResourceTarget, verb: Verb): Promise<Resolved> {
     if (OWN_PATHS.has(target.resource)) {
       throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
     }

@@ -28,6 +28,9 @@ export interface CertFiles {
   adminKey: string;
   controllerManagerCert: string;
   controllerManagerKey: string;
+  /** The apiserver's client certificate towards kubelets (logs, exec): CN=kube-apiserver-kubelet-client */
+  kubeletClientCert: string;
+  kubeletClientKey: string;
   serviceAccountKey: string; // private (PKCS#8 PEM)
   serviceAccountPub: string;
 }
@@ -57,6 +60,60 @@ async function leaf(dir: string, base: string, subject: string, extensions: stri
     ],
     dir,
   );
+}
+
+/** The common name of the client certificate the apiserver presents to kubelets. */
+export const KUBELET_CLIENT_CN = 'kube-apiserver-kubelet-client';
+
+/**
+ * A kubelet's serving certificate for 127.0.0.1, signed by the CA of an existing control plane
+ * (`pkiDir` holds its ca.crt and ca.key); written into `outDir` as kubelet.crt/kubelet.key.
+ */
+export async function makeKubeletServingCert(
+  pkiDir: string,
+  outDir: string,
+  nodeName: string,
+): Promise<{ cert: string; key: string }> {
+  await openssl(
+    ['req', '-new', ...EC, '-keyout', 'kubelet.key', '-subj', `/CN=system:node:${nodeName}`, '-out', 'kubelet.csr'],
+    outDir,
+  );
+  await writeFile(
+    join(outDir, 'kubelet.ext'),
+    [
+      'basicConstraints=critical,CA:FALSE',
+      'keyUsage=critical,digitalSignature,keyEncipherment',
+      'extendedKeyUsage=serverAuth',
+      `subjectAltName=IP:127.0.0.1,DNS:localhost`,
+    ].join('\n') + '\n',
+  );
+  await openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'kubelet.csr',
+      '-CA',
+      join(pkiDir, 'ca.crt'),
+      '-CAkey',
+      join(pkiDir, 'ca.key'),
+      '-set_serial',
+      '0x' + randomBytes(12).toString('hex'),
+      '-days',
+      '30',
+      '-sha256',
+      '-extfile',
+      'kubelet.ext',
+      '-out',
+      'kubelet.crt',
+    ],
+    outDir,
+  );
+  const [cert, key] = await Promise.all([
+    readFile(join(outDir, 'kubelet.crt'), 'utf8'),
+    readFile(join(outDir, 'kubelet.key'), 'utf8'),
+  ]);
+  return { cert, key };
 }
 
 /** Writes a fresh CA and the certificates of one control plane into `dir`. */
@@ -96,6 +153,7 @@ export async function makeCertificates(dir: string, name: string): Promise<CertF
     ]),
     leaf(dir, 'admin', '/O=system:masters/CN=cas-admin', client),
     leaf(dir, 'controller-manager', '/CN=system:kube-controller-manager', client),
+    leaf(dir, 'apiserver-kubelet-client', `/O=system:masters/CN=${KUBELET_CLIENT_CN}`, client),
     (async () => {
       await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-out', 'sa.key'], dir);
       await openssl(['pkey', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);
@@ -111,6 +169,8 @@ export async function makeCertificates(dir: string, name: string): Promise<CertF
     adminKey: f('admin.key'),
     controllerManagerCert: f('controller-manager.crt'),
     controllerManagerKey: f('controller-manager.key'),
+    kubeletClientCert: f('apiserver-kubelet-client.crt'),
+    kubeletClientKey: f('apiserver-kubelet-client.key'),
     serviceAccountKey: f('sa.key'),
     serviceAccountPub: f('sa.pub'),
   };

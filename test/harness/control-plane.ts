@@ -681,6 +681,12 @@ async function startIn(
             '--audit-log-format=json',
             '--audit-log-mode=blocking',
             `--cert-dir=${join(dir, 'apiserver-certs')}`,
+            // logs are proxied to kubelets (test/harness/kubelet.ts): verify their serving
+            // certificate against the cluster CA and present a client certificate of our own
+            `--kubelet-certificate-authority=${certs.caCert}`,
+            `--kubelet-client-certificate=${certs.kubeletClientCert}`,
+            `--kubelet-client-key=${certs.kubeletClientKey}`,
+            '--kubelet-preferred-address-types=InternalIP',
             '--profiling=false',
           ],
           join(dir, 'kube-apiserver.log'),

@@ -60,6 +60,15 @@ const ACCESS_OPERATION_IDS = [
 ];
 /** Single sign-on (issue 15): public by nature. */
 const SSO_OPERATION_IDS = ['listAuthProviders', 'startOidcLogin', 'completeOidcLogin'];
+/** Issue 13: pod logs, what a cluster serves, subresources. */
+const CONSOLE_OPERATION_IDS = [
+  'getPodLog',
+  'listApiResources',
+  'getApiResourceSchema',
+  'getSubresource',
+  'replaceSubresource',
+  'patchSubresource',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS, ...SSO_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -92,6 +101,7 @@ describe('OpenAPI document', () => {
             ...METRICS_OPERATION_IDS,
             ...ACCESS_OPERATION_IDS,
             ...SSO_OPERATION_IDS,
+            ...CONSOLE_OPERATION_IDS,
           ].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );
@@ -132,5 +142,14 @@ describe('OpenAPI document', () => {
     const list = served.paths['/api/v1/admin/users']?.get ?? served.paths['/api/v1/admin/users/']?.get;
     const names = list.parameters.map((p: { name: string }) => p.name).sort();
     assert.deepEqual(names, ['page', 'role', 'search', 'size', 'sortBy', 'sortOrder']);
+  });
+
+  test('pod logs are documented as a text/plain stream; subresources name the ones served', () => {
+    const log = served.paths['/api/v1/pods/{namespace}/{name}/log'].get;
+    assert.deepEqual(Object.keys(log.responses['200'].content), ['text/plain']);
+    const sub = served.paths['/api/v1/{resource}/{namespace}/{name}/{subresource}'];
+    assert.deepEqual(Object.keys(sub).sort(), ['get', 'patch', 'put']);
+    const param = sub.get.parameters.find((p: { name: string }) => p.name === 'subresource');
+    assert.deepEqual(param.schema.enum, ['scale', 'status']);
   });
 });

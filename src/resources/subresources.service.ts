@@ -1,0 +1,103 @@
+import { BadRequestException, Injectable, NotFoundException } from '@nestjs/common';
+import type { IncomingMessage } from 'node:http';
+import type { Verb } from '../access/authorizer.js';
+import type { Caller } from '../auth/caller.js';
+import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
+import { patchContentType } from './resource-path.js';
+import { type Resolved, type ResourceTarget, ResourcesService } from './resources.service.js';
+import { UpstreamClient } from './upstream.js';
+
+/** The subresources served here; `log` of pods has a route of its own. */
+export const SUBRESOURCES = ['scale', 'status'] as const;
+export type Subresource = (typeof SUBRESOURCES)[number];
+
+function query(values: object): URLSearchParams {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) if (value !== undefined) params.set(key, String(value));
+  return params;
+}
+
+const json = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8');
+
+/**
+ * `scale` and `status` of any type whose discovery lists them. Authorized as the parent resource:
+ * reading needs `get`, PUT `update`, PATCH `patch` on e.g. `deployments.apps` (one rule covers an
+ * object and its subresources, as a console expects).
+ */
+@Injectable()
+export class SubresourcesService {
+  constructor(
+    private readonly resources: ResourcesService,
+    private readonly upstream: UpstreamClient,
+  ) {}
+
+  async getSubresource(caller: Caller, target: ResourceTarget, sub: string, q: GetResourceQueryDto) {
+    const { r, path } = await this.resolve(caller, target, sub, 'get');
+    return this.upstream.send(r.conn, { method: 'GET', path, query: query(q) });
+  }
+
+  async replaceSubresource(
+    caller: Caller,
+    target: ResourceTarget,
+    sub: string,
+    body: unknown,
+    q: WriteResourceQueryDto,
+  ): Promise<IncomingMessage> {
+    const { r, path } = await this.resolve(caller, target, sub, 'update');
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new BadRequestException([`body must be a JSON object: the full ${sub} object you read, changed`]);
+    }
+    const metadata = (body as { metadata?: Record<string, unknown> }).metadata;
+    const problems: string[] = [];
+    if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) {
+      problems.push('metadata must be an object with name and resourceVersion');
+    } else {
+      if (metadata.name !== r.name) problems.push(`metadata.name must be '${r.name}', the name in the path`);
+      if (typeof metadata.resourceVersion !== 'string' || metadata.resourceVersion === '') {
+        problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
+      }
+      if (metadata.namespace !== undefined && metadata.namespace !== r.namespace) {
+        problems.push(`metadata.namespace '${String(metadata.namespace)}' differs from the namespace in the path`);
+      }
+    }
+    if (problems.length) throw new BadRequestException(problems);
+    return this.upstream.send(r.conn, { method: 'PUT', path, query: query(q), body: json(body) });
+  }
+
+  async patchSubresource(caller: Caller, target: ResourceTarget, sub: string, body: unknown, q: PatchResourceQueryDto) {
+    const contentType = patchContentType(q.patchType);
+    const { r, path } = await this.resolve(caller, target, sub, 'patch');
+    if (body === undefined || body === null || typeof body !== 'object') {
+      throw new BadRequestException([
+        'body must be the patch: a JSON object, or an array of operations with patchType=json',
+      ]);
+    }
+    const { patchType: _patchType, ...passThrough } = q;
+    return this.upstream.send(r.conn, {
+      method: 'PATCH',
+      path,
+      query: query(passThrough),
+      body: json(body),
+      contentType,
+    });
+  }
+
+  private async resolve(
+    caller: Caller,
+    target: ResourceTarget,
+    sub: string,
+    verb: Verb,
+  ): Promise<{ r: Resolved; path: string }> {
+    if (!(SUBRESOURCES as readonly string[]).includes(sub)) {
+      throw new NotFoundException(
+        `no route for subresource '${sub.slice(0, 64)}': this service serves ${SUBRESOURCES.map((s) => `'${s}'`).join(' and ')} (and pods' log at .../log)`,
+      );
+    }
+    const r = await this.resources.resolve(caller, target, verb);
+    if (!(r.type.subresources ?? []).includes(sub)) {
+      const id = r.type.group ? `${r.type.plural}.${r.type.group}` : r.type.plural;
+      throw new NotFoundException(`${id} has no ${sub} subresource on cluster '${r.conn.clusterName}'`);
+    }
+    return { r, path: `${r.path}/${sub}` };
+  }
+}
