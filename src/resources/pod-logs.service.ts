@@ -143,7 +143,12 @@ export class PodLogsService implements OnModuleDestroy {
 
     const query = new URLSearchParams();
     for (const [key, value] of Object.entries(q)) if (value !== undefined) query.set(key, String(value));
-    const response = await this.upstream.send(r.conn, { method: 'GET', path: `${r.path}/log`, query });
+    const response = await this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
+      method: 'GET',
+      path: `${r.path}/log`,
+      query,
+    });
     if (response.statusCode !== 200) return { kind: 'cluster', response };
     // A followed log may be quiet for hours: only the wait for the answer's start is bounded.
     if (q.follow === 'true') response.setTimeout(0);

@@ -33,7 +33,7 @@ export class SubresourcesService {
 
   async getSubresource(caller: Caller, target: ResourceTarget, sub: string, q: GetResourceQueryDto) {
     const { r, path } = await this.resolve(caller, target, sub, 'get');
-    return this.upstream.send(r.conn, { method: 'GET', path, query: query(q) });
+    return this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path, query: query(q) });
   }
 
   async replaceSubresource(
@@ -61,7 +61,13 @@ export class SubresourcesService {
       }
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.upstream.send(r.conn, { method: 'PUT', path, query: query(q), body: json(body) });
+    return this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
+      method: 'PUT',
+      path,
+      query: query(q),
+      body: json(body),
+    });
   }
 
   async patchSubresource(caller: Caller, target: ResourceTarget, sub: string, body: unknown, q: PatchResourceQueryDto) {
@@ -74,6 +80,7 @@ export class SubresourcesService {
     }
     const { patchType: _patchType, ...passThrough } = q;
     return this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
       method: 'PATCH',
       path,
       query: query(passThrough),
