@@ -24,6 +24,7 @@ export class CreateApiKeyDto {
 }
 
 export class ApiKeyDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   name: string;
   @ApiProperty({ enum: ROLE_NAMES })

@@ -15,7 +15,7 @@ import {
   Min,
   ValidateIf,
 } from 'class-validator';
-import { ValidateDisplayName, ValidatePassword, ValidateUsername } from '../../common/validation.js';
+import { HTTP_URL_OR_EMPTY, ValidateDisplayName, ValidatePassword, ValidateUsername } from '../../common/validation.js';
 import { ROLE_NAMES, type RoleName } from '../role.entity.js';
 
 export class CreateUserDto {
@@ -35,7 +35,7 @@ export class UpdateUserDto {
   name?: string;
 
   /** An http(s) URL of at most 2048 characters, or `""` to clear it. */
-  @ApiPropertyOptional({ maxLength: 2048, example: 'https://example.com/me.png' })
+  @ApiPropertyOptional({ maxLength: 2048, pattern: HTTP_URL_OR_EMPTY, example: 'https://example.com/me.png' })
   @IsOptional()
   @IsString()
   @MaxLength(2048)
@@ -70,7 +70,7 @@ export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 export class ListUsersQueryDto {
   /** Page number, from 1. */
-  @ApiPropertyOptional({ minimum: 1, default: 1 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -79,7 +79,7 @@ export class ListUsersQueryDto {
   page: number = 1;
 
   /** Users per page, 1–100. */
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
