@@ -3,7 +3,17 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'build/', '.build*/', 'node_modules/', 'src/database/migrations/**', 'coverage/'] },
+  {
+    ignores: [
+      'dist/',
+      'build/',
+      '.build*/',
+      'node_modules/',
+      'src/database/migrations/**',
+      'coverage/',
+      'test/client/generated/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

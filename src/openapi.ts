@@ -129,6 +129,7 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
         }
       };
       if (BODY_METHODS.has(method)) [400, 413, 415].forEach(addError);
+      if (op.parameters?.some((p) => 'in' in p && p.in === 'path')) addError(414);
       addError(503);
 
       op.security ??= [];

@@ -8,6 +8,7 @@ import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../
 import { createPostgresDatabase, onPostgres } from '../support/app.js';
 import { closedPort } from '../support/kubeconfigs.js';
 import { kubeconfigFor } from '../support/clusters.js';
+import { assertContract, exchangeOf, parseJson } from '../support/openapi-validator.js';
 
 describe('SIGTERM while a waited delete is in flight', () => {
   let cp: ControlPlane;
@@ -30,7 +31,9 @@ describe('SIGTERM while a waited delete is in flight', () => {
       },
       body: options.body ? JSON.stringify(options.body) : undefined,
     });
-    return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+    const text = await res.text();
+    assertContract(exchangeOf(method, base + path, res, text));
+    return { status: res.status, body: parseJson(text) };
   };
 
   before(async () => {

@@ -292,3 +292,12 @@ export function exchangeOf(method: string, url: string, res: Response, text: str
     text,
   };
 }
+
+/** A body's JSON, or undefined when it is not JSON. */
+export function parseJson(text: string): any {
+  try {
+    return text ? JSON.parse(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
