@@ -164,6 +164,8 @@ export function setupSwagger(app: INestApplication): OpenAPIObject {
     jsonDocumentUrl: DOCS_JSON_PATH,
     yamlDocumentUrl: 'api/docs/openapi.yaml',
     customSiteTitle: 'Cluster Administration Service',
+    // Swagger UI would otherwise send the document's address to validator.swagger.io for a badge.
+    swaggerOptions: { validatorUrl: null },
   });
   return document;
 }
