@@ -124,7 +124,7 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
           responses[code] = { description: ERROR_DESCRIPTIONS[code], content: jsonContent(serviceError) };
         } else if (declared && (declared as { $ref?: string }).$ref !== ERROR_REF && code === 503) {
           // A route with its own 503 (readiness) still gets the service's error while shutting down.
-          responses[code].content = jsonContent({ oneOf: [declared, serviceError] });
+          responses[code].content = jsonContent({ anyOf: [declared, serviceError] });
           responses[code].description += `\n\nOr: ${ERROR_DESCRIPTIONS[code]}`;
         }
       };

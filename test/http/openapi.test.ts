@@ -219,6 +219,32 @@ describe('OpenAPI document', () => {
     });
   });
 
+  test('what every body route may answer is declared and arrives in the one error shape: 415, 413, bad JSON', async () => {
+    const admin = await signedIn(t, 'admin');
+    const api = client(t.app, admin.token);
+    // Each answer also passes the contract check of the request helper (status declared, body, x-request-id).
+    const wrongType = await api.post('/api/v1/admin/users', {
+      rawBody: 'username=x',
+      headers: { 'content-type': 'text/plain' },
+    });
+    assert.equal(wrongType.status, 415);
+    assert.ok(wrongType.body.requestId);
+    const tooLarge = await api.post('/api/v1/admin/users', {
+      rawBody: JSON.stringify({ username: 'big', password: 'x'.repeat(1024 * 1024) }),
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(tooLarge.status, 413);
+    const badJson = await api.post('/api/v1/auth/logout', {
+      rawBody: '{"oops"',
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(badJson.status, 400);
+    const wrongLogin = await request(t.app, 'POST', '/api/v1/auth/login', {
+      body: { username: admin.username, password: 'not-the-password' },
+    });
+    assert.equal(wrongLogin.status, 401);
+  });
+
   test('DELETE flags are booleans: true/false are taken, anything else is a 400 naming the flag', async () => {
     const admin = await signedIn(t, 'admin');
     const api = client(t.app, admin.token);
