@@ -4,6 +4,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   { ignores: ['dist/', 'build/', '.build*/', 'node_modules/', 'src/database/migrations/**', 'coverage/'] },
+  { ignores: ['test/client/generated/'] }, // written by `npm run client`
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

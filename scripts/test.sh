@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the tests need and runs the whole suite:
-#   lint; unit and harness tests once; HTTP and end-to-end tests on SQLite and again on PostgreSQL.
+#   lint (ESLint; Redocly and Spectral on openapi.json); unit and harness tests once; HTTP and end-to-end tests on SQLite and again on PostgreSQL.
 # Ends with one line "N passed, N failed[, N skipped]" and exits non-zero when anything failed.
 # Options (environment): TEST_DATABASE_URL (PostgreSQL server to create test databases on),
 # SKIP_POSTGRES=1, SKIP_CLUSTER=1 (no control planes: cluster tests are skipped), TEST_FILES (a subset).
@@ -42,6 +42,12 @@ ensure_prometheus() { # the metrics tests start a real Prometheus and load recor
   as_root service prometheus stop >/dev/null 2>&1 || true
 }
 
+ensure_chromium() { # Swagger UI is tested in Debian's headless Chromium (test/e2e/swagger-ui.test.ts)
+  [ -x /usr/bin/chromium ] && return 0
+  log "installing Chromium from Debian's packages"
+  apt_install chromium || { echo "could not install chromium"; exit 1; }
+}
+
 ensure_node_modules() {
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     log "npm ci"
@@ -52,6 +58,7 @@ ensure_node_modules() {
 log "installing what the tests need"
 ensure_postgres
 ensure_prometheus
+ensure_chromium
 if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f scripts/kube/ensure-binaries.sh ]; then
   bash scripts/kube/ensure-binaries.sh || { echo "could not build the Kubernetes control plane binaries"; exit 1; }
   KUBECTL_BIN=$(bash scripts/kube/ensure-kubectl.sh) || { echo "could not get Debian's kubectl"; exit 1; }
@@ -101,6 +108,8 @@ status=0
 checks_passed=0; checks_failed=0
 log "lint (ESLint, zero warnings)"
 if npx eslint . --max-warnings 0; then checks_passed=$((checks_passed + 1)); echo "lint: ok"; else checks_failed=$((checks_failed + 1)); status=1; fi
+log "OpenAPI lint (Redocly recommended, warnings as errors; Spectral spectral:oas)"
+if bash scripts/lint-openapi.sh; then checks_passed=$((checks_passed + 1)); echo "openapi lint: ok"; else checks_failed=$((checks_failed + 1)); status=1; fi
 
 run unit $(files unit harness) || status=1
 TEST_DATABASE_URL= run sqlite $(files http e2e) || status=1

@@ -1,29 +1,167 @@
 import type { INestApplication } from '@nestjs/common';
-import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
+import {
+  DocumentBuilder,
+  SwaggerModule,
+  type OpenAPIObject,
+  type OperationObject,
+  type ResponseObject,
+  type SchemaObject,
+} from '@nestjs/swagger';
+import { ACCESS_EXTENSION, CLUSTER_ERRORS_EXTENSION, ERROR_DESCRIPTIONS } from './common/api-errors.js';
 import { SECURITY_SCHEMES } from './auth/auth.decorators.js';
 import { SESSION_COOKIE } from './auth/session-cookie.js';
+import { KUBERNETES_SCHEMAS } from './resources/dto/kubernetes-schemas.js';
 
 export const DOCS_PATH = 'api/docs';
 export const DOCS_JSON_PATH = 'api/docs/openapi.json';
 
+/** Every tag an operation uses, with what it groups (a test fails on an operation whose tag is not here). */
+export const API_TAGS: Array<{ name: string; description: string }> = [
+  { name: 'Auth', description: 'Sign in and out, and who the caller is.' },
+  { name: 'Users', description: 'User accounts, roles and the first (super) user.' },
+  { name: 'API keys', description: 'Long-lived credentials for programs, each with one role.' },
+  { name: 'Clusters', description: 'The registry of Kubernetes clusters the service talks to.' },
+  {
+    name: 'Resources',
+    description:
+      'Generic access to any resource of the cluster named in `x-cluster-name`; the cluster answers, the service passes it through.',
+  },
+  { name: 'Roles', description: 'Built-in and custom roles: rules of clusters, namespaces, resources and verbs.' },
+  {
+    name: 'Metrics',
+    description: "Queries of each cluster's Prometheus (its `metricsURL`), and CPU and memory of pods and nodes.",
+  },
+  { name: 'Audit', description: 'Who changed what, and who was refused: the audit log.' },
+  { name: 'Health', description: 'Liveness and readiness probes.' },
+];
+
+const SECURITY_PRECEDENCE =
+  'When a request carries several credentials, the `Authorization` header wins and the cookie is ignored.';
+
 export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
-  const config = new DocumentBuilder()
+  const builder = new DocumentBuilder()
     .setTitle('Cluster Administration Service')
     .setDescription(
-      'Users, a registry of Kubernetes clusters, and generic access to the resources of the cluster named in `x-cluster-name`.',
+      'Users, a registry of Kubernetes clusters, and generic access to the resources of the cluster named in `x-cluster-name`.\n\n' +
+        `Credentials: an API key (\`cas_key_…\`) or a session token from login (\`cas_sess_…\`) in \`Authorization\`, or the session cookie. ${SECURITY_PRECEDENCE}\n\n` +
+        'Errors the service produces have one shape, `{statusCode, error, message, requestId}`; on resource routes the cluster may answer instead, with its Kubernetes `Status` (`kind: "Status"`). Every response carries `x-request-id`.',
     )
     .setVersion('1')
+    .addServer('/', 'This service (paths carry their `/api/v1` prefix)')
     .addApiKey(
-      { type: 'apiKey', in: 'header', name: 'Authorization', description: 'An API key as the whole header value' },
+      {
+        type: 'apiKey',
+        in: 'header',
+        name: 'Authorization',
+        description: `An API key as the whole header value: \`Authorization: cas_key_…\`. ${SECURITY_PRECEDENCE}`,
+      },
       SECURITY_SCHEMES.apiKey,
     )
     .addBearerAuth(
-      { type: 'http', scheme: 'bearer', description: 'A session token from login, or an API key' },
+      {
+        type: 'http',
+        scheme: 'bearer',
+        description: `An opaque token: a session token from login (\`cas_sess_…\`) or an API key (\`cas_key_…\`). ${SECURITY_PRECEDENCE}`,
+      },
       SECURITY_SCHEMES.bearer,
     )
-    .addCookieAuth(SESSION_COOKIE, { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE }, SECURITY_SCHEMES.cookie)
-    .build();
-  return SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method });
+    .addCookieAuth(
+      SESSION_COOKIE,
+      {
+        type: 'apiKey',
+        in: 'cookie',
+        name: SESSION_COOKIE,
+        description: `The HttpOnly session cookie login sets. Used only when the request has no \`Authorization\` header.`,
+      },
+      SECURITY_SCHEMES.cookie,
+    );
+  for (const tag of API_TAGS) builder.addTag(tag.name, tag.description);
+  const document = SwaggerModule.createDocument(app, builder.build(), {
+    operationIdFactory: (_controller, method) => method,
+  });
+  return completeDocument(document);
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'options', 'head', 'trace'] as const;
+const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
+const ERROR_REF = '#/components/schemas/ErrorResponseDto';
+
+function jsonContent(schema: SchemaObject | { $ref: string }) {
+  return { 'application/json': { schema } };
+}
+
+/**
+ * What holds for every route, declared once here so that every route, including those added later,
+ * joins the contract: `x-request-id` on every response, `Retry-After` on 429, 400/413/415 wherever a
+ * body is parsed, 503 while shutting down, `security: []` on public routes, a description that says
+ * who may call, the Kubernetes schemas, and the error unions of routes marked by `@ResourceResponses()`.
+ */
+export function completeDocument(document: OpenAPIObject): OpenAPIObject {
+  const components = (document.components ??= {});
+  components.schemas = { ...components.schemas, ...KUBERNETES_SCHEMAS };
+  components.headers = {
+    ...components.headers,
+    RequestId: {
+      description: "The request's id: a well-formed incoming `x-request-id` is echoed, otherwise one is generated.",
+      required: true,
+      schema: { type: 'string' },
+    },
+    RetryAfter: {
+      description: 'Seconds to wait before trying again.',
+      required: true,
+      schema: { type: 'integer', minimum: 0 },
+    },
+  };
+  const bearer = components.securitySchemes?.[SECURITY_SCHEMES.bearer] as { bearerFormat?: string } | undefined;
+  if (bearer) delete bearer.bearerFormat; // the tokens are opaque, not JWTs
+
+  const serviceError = { $ref: ERROR_REF };
+  const clusterOrServiceError = {
+    oneOf: [serviceError, { $ref: '#/components/schemas/KubernetesStatus' }],
+  };
+  for (const item of Object.values(document.paths)) {
+    for (const method of METHODS) {
+      const op = item[method] as (OperationObject & Record<string, unknown>) | undefined;
+      if (!op) continue;
+      const responses = op.responses as Record<string, ResponseObject>;
+      const addError = (code: number) => {
+        const declared = responses[code]?.content?.['application/json']?.schema;
+        if (!responses[code]) {
+          responses[code] = { description: ERROR_DESCRIPTIONS[code], content: jsonContent(serviceError) };
+        } else if (declared && (declared as { $ref?: string }).$ref !== ERROR_REF && code === 503) {
+          // A route with its own 503 (readiness) still gets the service's error while shutting down.
+          responses[code].content = jsonContent({ anyOf: [declared, serviceError] });
+          responses[code].description += `\n\nOr: ${ERROR_DESCRIPTIONS[code]}`;
+        }
+      };
+      if (BODY_METHODS.has(method)) [400, 413, 415].forEach(addError);
+      if (op.parameters?.some((p) => 'in' in p && p.in === 'path')) addError(414);
+      addError(503);
+
+      op.security ??= [];
+      const access = op[ACCESS_EXTENSION];
+      delete op[ACCESS_EXTENSION];
+      if (typeof access === 'string') {
+        op.description = [op.description || op.summary, access].filter(Boolean).join('\n\n');
+      }
+
+      if (op[CLUSTER_ERRORS_EXTENSION]) {
+        delete op[CLUSTER_ERRORS_EXTENSION];
+        for (const [code, response] of Object.entries(responses)) {
+          if (/^4\d\d$/.test(code) || code === 'default') {
+            response.description = `${response.description} (from the service: its error; from the cluster: its \`Status\`)`;
+            response.content = jsonContent(clusterOrServiceError);
+          }
+        }
+      }
+
+      for (const [code, response] of Object.entries(responses)) {
+        response.headers = { 'x-request-id': { $ref: '#/components/headers/RequestId' }, ...response.headers };
+        if (code === '429') response.headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
+      }
+    }
+  }
+  return document;
 }
 
 export function setupSwagger(app: INestApplication): OpenAPIObject {
@@ -32,6 +170,8 @@ export function setupSwagger(app: INestApplication): OpenAPIObject {
     jsonDocumentUrl: DOCS_JSON_PATH,
     yamlDocumentUrl: 'api/docs/openapi.yaml',
     customSiteTitle: 'Cluster Administration Service',
+    // Swagger UI would otherwise send the document's address to validator.swagger.io for a badge.
+    swaggerOptions: { validatorUrl: null },
   });
   return document;
 }

@@ -11,12 +11,12 @@ import {
   Req,
   Res,
 } from '@nestjs/common';
-import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiExtraModels, ApiOkResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { noteAudit } from '../audit/audit-facts.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { SuccessResponseDto } from '../common/error-response.dto.js';
-import { ParseIdPipe } from '../common/id.pipe.js';
+import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { toUserDetailResponse } from '../users/user.mapper.js';
 import { UsersService } from '../users/users.service.js';
@@ -25,8 +25,20 @@ import { Auth, Authenticated, Public } from './auth.decorators.js';
 import { AuthService } from './auth.service.js';
 import type { Caller } from './caller.js';
 import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto.js';
-import { CurrentUserDto, LoginDto, LoginResponseDto } from './dto/auth.dto.js';
+import {
+  CurrentUserIsApiKeyDto,
+  CurrentUserIsUserDto,
+  LoginDto,
+  LoginResponseDto,
+  type CurrentUserDto,
+} from './dto/auth.dto.js';
 import { SESSION_COOKIE, setSessionCookie } from './session-cookie.js';
+
+const SESSION_COOKIE_HEADER = (description: string) => ({
+  description,
+  required: true,
+  schema: { type: 'string' as const },
+});
 
 @ApiTags('Auth')
 @Controller('auth')
@@ -44,8 +56,14 @@ export class AuthController {
   @Public()
   @Post('login')
   @HttpCode(200)
-  @ApiOkResponse({ type: LoginResponseDto })
-  @ApiErrors(400, 429)
+  @ApiOkResponse({
+    type: LoginResponseDto,
+    headers: { 'Set-Cookie': SESSION_COOKIE_HEADER('Sets the HttpOnly session cookie `cas_session`') },
+  })
+  @ApiErrors(400, {
+    401: 'Unknown user, wrong password or disabled user (the same answer for each)',
+    429: 'Too many failed logins for this username or client address; try again after `Retry-After` seconds',
+  })
   async login(
     @Body() dto: LoginDto,
     @Req() request: FastifyRequest,
@@ -65,7 +83,10 @@ export class AuthController {
   @Authenticated({ withoutRole: true })
   @Post('logout')
   @HttpCode(200)
-  @ApiOkResponse({ type: SuccessResponseDto })
+  @ApiOkResponse({
+    type: SuccessResponseDto,
+    headers: { 'Set-Cookie': SESSION_COOKIE_HEADER('Clears the session cookie') },
+  })
   async logout(@Auth() caller: Caller, @Res({ passthrough: true }) reply: FastifyReply): Promise<SuccessResponseDto> {
     if (caller.sessionId !== null) await this.auth.logout(caller.sessionId);
     reply.clearCookie(SESSION_COOKIE, { path: '/' });
@@ -75,7 +96,17 @@ export class AuthController {
   /** Who the caller is: a user, or an API key with its role. */
   @Authenticated({ withoutRole: true })
   @Get('me')
-  @ApiOkResponse({ type: CurrentUserDto })
+  @ApiExtraModels(CurrentUserIsUserDto, CurrentUserIsApiKeyDto)
+  @ApiOkResponse({
+    description: 'The caller, told apart by `kind`',
+    schema: {
+      oneOf: [{ $ref: getSchemaPath(CurrentUserIsUserDto) }, { $ref: getSchemaPath(CurrentUserIsApiKeyDto) }],
+      discriminator: {
+        propertyName: 'kind',
+        mapping: { user: getSchemaPath(CurrentUserIsUserDto), apiKey: getSchemaPath(CurrentUserIsApiKeyDto) },
+      },
+    },
+  })
   async getCurrentUser(@Auth() caller: Caller): Promise<CurrentUserDto> {
     if (caller.kind === 'user' && caller.id !== null) {
       return { kind: 'user', user: toUserDetailResponse(await this.users.getUser(caller.id)), roles: caller.roles };
@@ -109,6 +140,7 @@ export class ApiKeysController {
   /** Deletes any user's API key; it stops working at once. */
   @Authenticated({ admin: true })
   @Delete(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: SuccessResponseDto })
   @ApiErrors(400, 404)
   async deleteApiKey(@Param('id', ParseIdPipe) id: number): Promise<SuccessResponseDto> {

@@ -1,12 +1,6 @@
 import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiCookieAuth,
-  ApiForbiddenResponse,
-  ApiSecurity,
-  ApiUnauthorizedResponse,
-} from '@nestjs/swagger';
-import { ErrorResponseDto } from '../common/error-response.dto.js';
+import { ApiBearerAuth, ApiCookieAuth, ApiExtension, ApiSecurity } from '@nestjs/swagger';
+import { ACCESS_EXTENSION, ApiErrors } from '../common/api-errors.js';
 import type { Caller } from './caller.js';
 
 export const ACCESS_METADATA = 'cas:access';
@@ -25,12 +19,27 @@ export const SECURITY_SCHEMES = { apiKey: 'apiKey', bearer: 'bearer', cookie: 's
 
 /** Declares a route callable without credentials. */
 export function Public(): MethodDecorator & ClassDecorator {
-  return SetMetadata(ACCESS_METADATA, {
-    public: true,
-    admin: false,
-    publicUntilFirstUser: false,
-    withoutRole: true,
-  } satisfies AccessRule);
+  return applyDecorators(
+    SetMetadata(ACCESS_METADATA, {
+      public: true,
+      admin: false,
+      publicUntilFirstUser: false,
+      withoutRole: true,
+    } satisfies AccessRule),
+    ApiExtension(ACCESS_EXTENSION, 'Public: no credentials needed.'),
+  );
+}
+
+/** Who may call, in words, for the operation's description in the OpenAPI document. */
+function describeAccess(rule: AccessRule): string {
+  const who = rule.admin
+    ? 'the admin role (a user with role `admin`, or an admin API key)'
+    : rule.withoutRole
+      ? 'a signed-in user or an API key, with or without a role'
+      : 'a signed-in user or an API key with a role';
+  return rule.publicUntilFirstUser
+    ? `Public while no user exists (first-time setup: send no credentials); afterwards needs ${who}.`
+    : `Needs ${who}.`;
 }
 
 /**
@@ -48,14 +57,14 @@ export function Authenticated(
   };
   return applyDecorators(
     SetMetadata(ACCESS_METADATA, rule),
+    // Alternatives, one requirement object each: a client sends one of them (`Authorization` wins over the cookie).
     ApiSecurity(SECURITY_SCHEMES.apiKey),
     ApiBearerAuth(SECURITY_SCHEMES.bearer),
     ApiCookieAuth(SECURITY_SCHEMES.cookie),
-    ApiUnauthorizedResponse({
-      description: 'No credentials, or unknown, expired or revoked ones, or a disabled user',
-      type: ErrorResponseDto,
-    }),
-    ApiForbiddenResponse({ description: 'The caller is not allowed to do this', type: ErrorResponseDto }),
+    // `{}`: no credentials at all is an alternative too, while no user exists.
+    ...(rule.publicUntilFirstUser ? [ApiSecurity({})] : []),
+    ApiExtension(ACCESS_EXTENSION, describeAccess(rule)),
+    ApiErrors(401, 403),
   );
 }
 

@@ -3,7 +3,7 @@ import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
-import { ParseIdPipe } from '../common/id.pipe.js';
+import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
 import { ClustersService } from './clusters.service.js';
 import { CreateClusterDto, ImportClustersDto, UpdateClusterDto } from './dto/cluster-requests.dto.js';
 import {
@@ -42,6 +42,7 @@ export class ClustersController {
   /** Changes the properties sent, and only those; `config` omitted or `""` keeps the stored kubeconfig. */
   @Authenticated({ admin: true })
   @Put(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: ClusterMessageDto })
   @ApiErrors(400, 404, 409, 413)
   updateCluster(
@@ -55,6 +56,7 @@ export class ClustersController {
   /** Deletes a cluster. The default cluster cannot be deleted. */
   @Authenticated({ admin: true })
   @Delete(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: ClusterMessageDto })
   @ApiErrors(400, 404, 409)
   deleteCluster(@Auth() caller: Caller, @Param('id', ParseIdPipe) id: number): Promise<ClusterMessageDto> {

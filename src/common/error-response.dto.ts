@@ -3,6 +3,7 @@ import { ApiProperty } from '@nestjs/swagger';
 /** The body of every error the service itself produces (errors a cluster returns pass through unchanged). */
 export class ErrorResponseDto {
   /** The HTTP status code. */
+  @ApiProperty({ type: 'integer', minimum: 400, maximum: 599 })
   statusCode: number;
   /** The HTTP reason phrase. */
   error: string;

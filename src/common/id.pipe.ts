@@ -1,4 +1,5 @@
-import { BadRequestException, Injectable, PipeTransform } from '@nestjs/common';
+import { applyDecorators, BadRequestException, Injectable, PipeTransform } from '@nestjs/common';
+import { ApiParam } from '@nestjs/swagger';
 
 /** Parses an `:id` path parameter: a positive integer that fits a database integer. */
 @Injectable()
@@ -11,4 +12,11 @@ export class ParseIdPipe implements PipeTransform<string | number, number> {
     }
     return Number(text);
   }
+}
+
+/** Documents the `:id` path parameter that `ParseIdPipe` accepts: put it on every route with `@Param('id', ParseIdPipe)`. */
+export function ApiIdParam(description = 'The id') {
+  return applyDecorators(
+    ApiParam({ name: 'id', description, schema: { type: 'integer', minimum: 1, maximum: 2_147_483_647 } }),
+  );
 }

@@ -1,11 +1,11 @@
 import { Controller, Get } from '@nestjs/common';
-import { ApiOkResponse, ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiProperty, ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator, type HealthCheckResult } from '@nestjs/terminus';
 import { Public } from '../auth/auth.decorators.js';
 
 class LivenessDto {
-  /** Always `ok` while the process serves requests. */
-  status: string;
+  @ApiProperty({ enum: ['ok'], description: 'Always `ok` while the process serves requests' })
+  status: 'ok';
 }
 
 @ApiTags('Health')

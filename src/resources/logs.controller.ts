@@ -1,23 +1,10 @@
 import { Controller, Get, Param, Query, Req, Res } from '@nestjs/common';
-import {
-  ApiBadGatewayResponse,
-  ApiExtraModels,
-  ApiGatewayTimeoutResponse,
-  ApiHeader,
-  ApiOkResponse,
-  ApiParam,
-  ApiProduces,
-  ApiResponse,
-  ApiTags,
-  getSchemaPath,
-} from '@nestjs/swagger';
+import { ApiHeader, ApiOkResponse, ApiParam, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import { presentedSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
-import { ApiErrors } from '../common/api-errors.js';
-import { ErrorResponseDto } from '../common/error-response.dto.js';
-import { KubernetesStatusDto } from './dto/kubernetes-status.dto.js';
+import { ApiErrors, ResourceResponses } from '../common/api-errors.js';
 import { PodLogQueryDto } from './dto/pod-log-query.dto.js';
 import { PodLogsService } from './pod-logs.service.js';
 import { sendAnswer } from './resources.controller.js';
@@ -42,19 +29,12 @@ export class LogsController {
   @ApiParam({ name: 'namespace', type: String, description: 'Namespace of the pod', example: 'default' })
   @ApiParam({ name: 'name', type: String, description: 'Name of the pod', example: 'web-0' })
   @ApiProduces('text/plain', 'application/json')
-  @ApiExtraModels(ErrorResponseDto, KubernetesStatusDto)
   @ApiOkResponse({
     description: 'The log text; with `follow=true` a stream that stays open',
     content: { 'text/plain': { schema: { type: 'string' } } },
   })
-  @ApiErrors(400, 404, 409, 429)
-  @ApiResponse({
-    status: 'default',
-    description: 'Any other error the cluster returns, passed through with its status code',
-    schema: { oneOf: [{ $ref: getSchemaPath(KubernetesStatusDto) }, { $ref: getSchemaPath(ErrorResponseDto) }] },
-  })
-  @ApiBadGatewayResponse({ description: 'The cluster could not be reached', type: ErrorResponseDto })
-  @ApiGatewayTimeoutResponse({ description: 'The cluster did not answer in time', type: ErrorResponseDto })
+  @ResourceResponses()
+  @ApiErrors(429)
   async getPodLog(
     @Auth() caller: Caller,
     @Req() request: FastifyRequest,

@@ -12,27 +12,14 @@ import {
   Query,
   Res,
 } from '@nestjs/common';
-import {
-  ApiBadGatewayResponse,
-  ApiBody,
-  ApiCreatedResponse,
-  ApiGatewayTimeoutResponse,
-  ApiHeader,
-  ApiOkResponse,
-  ApiParam,
-  ApiResponse,
-  ApiTags,
-  getSchemaPath,
-  ApiExtraModels,
-} from '@nestjs/swagger';
+import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IncomingMessage } from 'node:http';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
-import { ApiErrors } from '../common/api-errors.js';
-import { ErrorResponseDto } from '../common/error-response.dto.js';
-import { KubernetesStatusDto } from './dto/kubernetes-status.dto.js';
+import { ResourceResponses } from '../common/api-errors.js';
+import { kubernetesRef } from './dto/kubernetes-schemas.js';
 import {
   DeleteResourceQueryDto,
   GetResourceQueryDto,
@@ -71,11 +58,19 @@ export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyR
   return reply.status(answer.statusCode).header('content-type', answer.contentType).send(answer.body);
 }
 
-export const OBJECT = { type: 'object', additionalProperties: true } as const;
+export const OBJECT = kubernetesRef('KubernetesObject');
+/** A delete answers with the object (still being deleted, or as it was) or a success `Status`. */
+const DELETED = { anyOf: [OBJECT, kubernetesRef('KubernetesStatus')] };
 
+/** The header and path parameters of every resource route, and its responses (the cluster's errors pass through). */
 export const ResourceParams = (withName: boolean) =>
   applyDecorators(
-    ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' }),
+    ApiHeader({
+      name: 'x-cluster-name',
+      required: true,
+      description: 'Name of the target cluster',
+      schema: { type: 'string', minLength: 1, maxLength: 253 },
+    }),
     ApiParam({
       name: 'resource',
       type: String,
@@ -90,23 +85,7 @@ export const ResourceParams = (withName: boolean) =>
       example: 'default',
     }),
     ...(withName ? [ApiParam({ name: 'name', type: String, description: 'Object name', example: 'my-config' })] : []),
-    ApiExtraModels(ErrorResponseDto, KubernetesStatusDto),
-    ApiErrors(400, 404, 409, 413),
-    ApiResponse({
-      status: 422,
-      description: "The cluster refused the object (the cluster's `Status`, passed through)",
-      type: KubernetesStatusDto,
-    }),
-    ApiResponse({
-      status: 'default',
-      description: 'Any other error the cluster returns, passed through with its status code',
-      schema: { oneOf: [{ $ref: getSchemaPath(KubernetesStatusDto) }, { $ref: getSchemaPath(ErrorResponseDto) }] },
-    }),
-    ApiBadGatewayResponse({ description: 'The cluster could not be reached', type: ErrorResponseDto }),
-    ApiGatewayTimeoutResponse({
-      description: 'The cluster did not answer in time, or a waited delete did not finish',
-      type: ErrorResponseDto,
-    }),
+    ResourceResponses(),
   );
 
 /**
@@ -124,7 +103,7 @@ export class ResourcesController {
   @ResourceParams(false)
   @ApiOkResponse({
     description: "The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)",
-    schema: OBJECT,
+    schema: kubernetesRef('KubernetesList'),
   })
   async listResources(
     @Auth() caller: Caller,
@@ -153,7 +132,7 @@ export class ResourcesController {
   @Authenticated()
   @Post(':resource/:namespace')
   @ResourceParams(false)
-  @ApiBody({ description: 'The full object', schema: OBJECT })
+  @ApiBody({ description: 'The full object', schema: kubernetesRef('KubernetesObjectInput') })
   @ApiCreatedResponse({ description: 'The created object', schema: OBJECT })
   async createResource(
     @Auth() caller: Caller,
@@ -169,7 +148,10 @@ export class ResourcesController {
   @Authenticated()
   @Put(':resource/:namespace/:name')
   @ResourceParams(true)
-  @ApiBody({ description: 'The full object, with metadata.name and metadata.resourceVersion', schema: OBJECT })
+  @ApiBody({
+    description: 'The full object, with metadata.name and metadata.resourceVersion',
+    schema: kubernetesRef('KubernetesObjectInput'),
+  })
   @ApiOkResponse({ description: 'The updated object', schema: OBJECT })
   async replaceResource(
     @Auth() caller: Caller,
@@ -187,7 +169,12 @@ export class ResourcesController {
   @ResourceParams(true)
   @ApiBody({
     description: 'The patch: an object (strategic or merge patch) or an array of operations (JSON patch)',
-    schema: { oneOf: [OBJECT, { type: 'array', items: OBJECT }] },
+    schema: {
+      oneOf: [
+        { type: 'object', additionalProperties: true, description: 'A strategic merge or JSON merge patch' },
+        { type: 'array', items: kubernetesRef('JsonPatchOperation'), description: 'A JSON patch' },
+      ],
+    },
   })
   @ApiOkResponse({ description: 'The patched object', schema: OBJECT })
   async patchResource(
@@ -207,8 +194,12 @@ export class ResourcesController {
   @Authenticated()
   @Delete(':resource/:namespace/:name')
   @ResourceParams(true)
-  @ApiOkResponse({ description: "The cluster's answer to the delete (the object, or a `Status`)", schema: OBJECT })
-  @ApiResponse({ status: 202, description: 'With `wait=false`: the cluster accepted the deletion', schema: OBJECT })
+  @ApiOkResponse({ description: "The cluster's answer to the delete (the object, or a `Status`)", schema: DELETED })
+  @ApiResponse({
+    status: 202,
+    description: 'With `wait=false`: the cluster accepted the deletion (the object, still being deleted)',
+    schema: DELETED,
+  })
   async deleteResource(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,

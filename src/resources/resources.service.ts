@@ -153,8 +153,8 @@ export class ResourcesService {
   async deleteResource(caller: Caller, target: ResourceTarget, q: DeleteResourceQueryDto): Promise<ClusterAnswer> {
     const r = await this.resolve(caller, target, 'delete');
     const options = deleteOptions({
-      force: q.force === 'true',
-      cascade: q.cascade !== 'false',
+      force: q.force === true,
+      cascade: q.cascade !== false,
       dryRun: q.dryRun === 'All',
     });
     const res = await this.upstream.send(r.conn, {
@@ -163,7 +163,7 @@ export class ResourcesService {
       path: r.path,
       body: json(options),
     });
-    if (q.wait === 'false' || q.dryRun === 'All' || (res.statusCode ?? 500) >= 300) return res;
+    if (q.wait === false || q.dryRun === 'All' || (res.statusCode ?? 500) >= 300) return res;
 
     const body = await this.upstream.readAll(r.conn, res);
     const answer = { statusCode: 200, contentType: String(res.headers['content-type'] ?? 'application/json'), body };

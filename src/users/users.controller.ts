@@ -3,7 +3,7 @@ import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Authenticated, Public } from '../auth/auth.decorators.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { SuccessResponseDto } from '../common/error-response.dto.js';
-import { ParseIdPipe } from '../common/id.pipe.js';
+import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
 import {
   CreateUserDto,
   ListUsersQueryDto,
@@ -51,6 +51,7 @@ export class UsersController {
   /** Changes a user's display name and avatar; only the properties sent change. */
   @Authenticated({ admin: true })
   @Put(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: UserDetailDto })
   @ApiErrors(400, 404)
   async updateUser(@Param('id', ParseIdPipe) id: number, @Body() dto: UpdateUserDto): Promise<UserDetailDto> {
@@ -60,6 +61,7 @@ export class UsersController {
   /** Deletes a user and ends their sessions. The last enabled admin cannot be deleted. */
   @Authenticated({ admin: true })
   @Delete(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: SuccessResponseDto })
   @ApiErrors(400, 404, 409)
   async deleteUser(@Param('id', ParseIdPipe) id: number): Promise<SuccessResponseDto> {
@@ -70,6 +72,7 @@ export class UsersController {
   /** Sets a new password and ends all of the user's sessions. Users of a single sign-on provider have no password (409). */
   @Authenticated({ admin: true })
   @Post(':id/reset_password')
+  @ApiIdParam()
   @HttpCode(200)
   @ApiOkResponse({ type: SuccessResponseDto })
   @ApiErrors(400, 404, 409)
@@ -84,6 +87,7 @@ export class UsersController {
   /** Enables or disables a user; disabling ends their sessions. The last enabled admin cannot be disabled. */
   @Authenticated({ admin: true })
   @Post(':id/enable')
+  @ApiIdParam()
   @HttpCode(200)
   @ApiOkResponse({ type: SuccessResponseDto })
   @ApiErrors(400, 404, 409)
@@ -98,6 +102,7 @@ export class UsersController {
   /** Replaces a user's roles (built-in or custom, by name; an unknown name is a 400). The last enabled admin cannot lose the admin role. */
   @Authenticated({ admin: true })
   @Put(':id/roles')
+  @ApiIdParam()
   @ApiOkResponse({ type: UserDetailDto })
   @ApiErrors(400, 404, 409)
   async setUserRoles(@Param('id', ParseIdPipe) id: number, @Body() dto: SetUserRolesDto): Promise<UserDetailDto> {

@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import { createPostgresDatabase, onPostgres } from '../support/app.js';
 import { b64, closedPort, contextFor, kubeconfigYaml } from '../support/kubeconfigs.js';
+import { assertContract, exchangeOf, parseJson } from '../support/openapi-validator.js';
 
 const MAIN = fileURLToPath(new URL('../../../dist/main.js', import.meta.url));
 const PASSWORD = 'root-password-for-logs';
@@ -34,7 +35,9 @@ describe(
         },
         body: body ? JSON.stringify(body) : undefined,
       });
-      return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+      const text = await res.text();
+      assertContract(exchangeOf(method, base + path, res, text));
+      return { status: res.status, body: parseJson(text) };
     };
 
     before(async () => {

@@ -7,6 +7,7 @@ import { startTestApp, type TestApp } from '../support/app.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
+import { assertContract } from '../support/openapi-validator.js';
 import { serviceAccountToken } from '../support/kube.js';
 
 /** One HTTP/1.1 request with the path sent byte for byte as given. */
@@ -15,7 +16,7 @@ function rawRequest(
   method: string,
   path: string,
   headers: Record<string, string>,
-): Promise<{ status: number; text: string }> {
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
   const { body, ...rest } = headers;
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -30,7 +31,9 @@ function rawRequest(
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }),
+        );
       },
     );
     req.on('error', reject);
@@ -250,6 +253,7 @@ describe('resource routes: cluster selection, path safety, headers, roles', () =
           ...(method === 'PUT' || method === 'PATCH' ? { body: JSON.stringify({ metadata: { name: 'which' } }) } : {}),
         });
         sent++;
+        assertContract({ method, url, status: res.status, headers: res.headers, text: res.text });
         assert.ok(res.status >= 400 && res.status < 500, `${method} ${url} → ${res.status} ${res.text.slice(0, 200)}`);
       }
     }

@@ -1,4 +1,5 @@
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { validatorFor, type ContractValidator } from './openapi-validator.js';
 
 export interface Response<T = any> {
   status: number;
@@ -17,7 +18,23 @@ export interface RequestOptions {
   query?: Record<string, string>;
 }
 
-/** One request through the real app (app.inject: the whole Fastify pipeline, no socket). */
+const contracts = new WeakMap<NestFastifyApplication, Promise<ContractValidator>>();
+
+/** The OpenAPI document the app serves, compiled once per distinct document. */
+export function contractOf(app: NestFastifyApplication): Promise<ContractValidator> {
+  let contract = contracts.get(app);
+  if (!contract) {
+    contract = app.inject({ method: 'GET', url: '/api/docs/openapi.json' }).then((res) => validatorFor(res.body));
+    contracts.set(app, contract);
+  }
+  return contract;
+}
+
+/**
+ * One request through the real app (app.inject: the whole Fastify pipeline, no socket). The response is
+ * checked against the app's OpenAPI document: an undeclared status, a body off its schema or a missing
+ * declared header fails the test, naming the operation.
+ */
 export async function request<T = any>(
   app: NestFastifyApplication,
   method: string,
@@ -40,6 +57,14 @@ export async function request<T = any>(
   } catch {
     body = undefined;
   }
+  (await contractOf(app)).assert({
+    method,
+    url: url + qs,
+    status: res.statusCode,
+    headers: res.headers,
+    text: res.body,
+    requestBody: payload,
+  });
   return { status: res.statusCode, headers: res.headers, body, text: res.body };
 }
 

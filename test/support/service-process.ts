@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { waitFor } from '../harness/control-plane.js';
 import { closedPort } from './kubeconfigs.js';
+import { assertContract, exchangeOf, parseJson } from './openapi-validator.js';
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -17,7 +18,8 @@ export interface ServiceProcess {
 
 /**
  * Runs the built service (`build/src/main.js`) as a real process on a free loopback port and waits until
- * it is ready. `env` is added to the test process's environment.
+ * it is ready. `env` is added to the test process's environment. Every answer is checked against the
+ * committed OpenAPI document.
  */
 export async function startServiceProcess(env: Record<string, string>, port?: number): Promise<ServiceProcess> {
   const listenPort = port ?? (await closedPort());
@@ -37,7 +39,9 @@ export async function startServiceProcess(env: Record<string, string>, port?: nu
       },
       body: options.body ? JSON.stringify(options.body) : undefined,
     });
-    return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+    const text = await res.text();
+    assertContract(exchangeOf(method, base + path, res, text));
+    return { status: res.status, body: parseJson(text) };
   };
   await waitFor(
     'the service to listen',

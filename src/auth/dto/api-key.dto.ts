@@ -61,6 +61,7 @@ export class ApiKeyOwnerDto {
 }
 
 export class ApiKeyDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   name: string;
   /** The first of `roles` (kept for older clients): `admin`, else `viewer`, else the first custom role by name. */

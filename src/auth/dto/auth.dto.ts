@@ -23,14 +23,30 @@ export class LoginResponseDto {
   user: UserDetailDto;
 }
 
-export class CurrentUserDto {
-  /** `user` for a signed-in user, `apiKey` for an API key. */
-  @ApiProperty({ enum: ['user', 'apiKey'] })
-  kind: 'user' | 'apiKey';
-  /** The user, when `kind` is `user`. */
-  user?: UserDetailDto;
-  /** The API key, when `kind` is `apiKey`. */
-  apiKey?: { id: number; name: string };
+/** The API key a request was made with. */
+export class CurrentApiKeyInfoDto {
+  @ApiProperty({ type: 'integer' })
+  id: number;
+  name: string;
+}
+
+/** `GET /auth/me` for a signed-in user. */
+export class CurrentUserIsUserDto {
+  @ApiProperty({ enum: ['user'] })
+  kind: 'user';
+  user: UserDetailDto;
   /** Role names of the caller. */
   roles: string[];
 }
+
+/** `GET /auth/me` for an API key. */
+export class CurrentUserIsApiKeyDto {
+  @ApiProperty({ enum: ['apiKey'] })
+  kind: 'apiKey';
+  apiKey: CurrentApiKeyInfoDto;
+  /** Role names of the caller: the key's role. */
+  roles: string[];
+}
+
+/** Who the caller is, told apart by `kind`. */
+export type CurrentUserDto = CurrentUserIsUserDto | CurrentUserIsApiKeyDto;

@@ -1,6 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { HTTP_URL_OR_EMPTY } from '../../common/validation.js';
 import { IsMetricsUrl } from '../../metrics/metrics-url.js';
 import { CLUSTER_NAME_PATTERN } from '../kubeconfig.js';
 
@@ -31,7 +32,7 @@ function ValidateConfig(description: string) {
 
 function ValidateMetricsUrl() {
   return applyDecorators(
-    ApiPropertyOptional({ maxLength: 2048, example: 'http://prometheus.monitoring:9090' }),
+    ApiPropertyOptional({ maxLength: 2048, pattern: HTTP_URL_OR_EMPTY, example: 'http://prometheus.monitoring:9090' }),
     IsOptional(),
     IsString(),
     MaxLength(2048),
@@ -56,8 +57,8 @@ export class CreateClusterDto {
   @ValidateMetricsUrl()
   metricsURL?: string;
 
-  /** Use the cluster the service runs in, with its pod's service account; then no `config` is sent. */
-  @ApiPropertyOptional({ default: false })
+  /** Use the cluster the service runs in, with its pod's service account; then no `config` is sent. Absent means `false`. */
+  @ApiPropertyOptional()
   @IsOptional()
   @IsBoolean()
   inCluster?: boolean;
@@ -67,13 +68,13 @@ export class CreateClusterDto {
    * cas:role:<role>`), so the cluster's RBAC applies too and its audit log names the person. The
    * stored credential then needs the `impersonate` verb on those users and groups.
    */
-  @ApiPropertyOptional({ default: false })
+  @ApiPropertyOptional()
   @IsOptional()
   @IsBoolean()
   impersonate?: boolean;
 
-  /** Make this the default cluster (the first cluster always becomes the default). */
-  @ApiPropertyOptional({ default: false })
+  /** Make this the default cluster (the first cluster always becomes the default). Absent means `false`. */
+  @ApiPropertyOptional()
   @IsOptional()
   @IsBoolean()
   isDefault?: boolean;

@@ -2,6 +2,7 @@ import { ApiProperty } from '@nestjs/swagger';
 import { CLUSTER_STATUSES, METRICS_STATUSES, type ClusterStatus, type MetricsStatus } from '../cluster.entity.js';
 
 export class ClusterDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   name: string;
   description: string;
@@ -42,6 +43,7 @@ export class ClusterDto {
 }
 
 export class ClusterCreatedDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   /** Says that the cluster was created. */
   message: string;
@@ -53,6 +55,7 @@ export class ClusterMessageDto {
 }
 
 export class ImportedClusterDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   name: string;
   isDefault: boolean;

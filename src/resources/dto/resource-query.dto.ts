@@ -1,8 +1,17 @@
+import { applyDecorators } from '@nestjs/common';
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { Transform, Type } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 
-const BOOLEAN = ['true', 'false'];
+/** A boolean query parameter: `true` or `false` (what a client serialises a boolean to); anything else is a 400. */
+function QueryBoolean(description: string) {
+  return applyDecorators(
+    ApiPropertyOptional({ type: 'boolean', description }),
+    IsOptional(),
+    Transform(({ value }) => (value === 'true' ? true : value === 'false' ? false : value)),
+    IsBoolean({ message: ({ property }) => `${property} must be true or false` }),
+  );
+}
 
 /** Passed through to the cluster's list call. */
 export class ListResourcesQueryDto {
@@ -19,11 +28,12 @@ export class ListResourcesQueryDto {
   fieldSelector?: string;
 
   /** Page size; the answer's `metadata.continue` fetches the next page. */
-  @ApiPropertyOptional({ minimum: 1 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000_000 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
   @Min(1)
+  @Max(1_000_000_000)
   limit?: number;
 
   /** The `metadata.continue` token of the previous page. */
@@ -42,7 +52,7 @@ export class ListResourcesQueryDto {
   @IsIn(['NotOlderThan', 'Exact'])
   resourceVersionMatch?: string;
 
-  @ApiPropertyOptional({ minimum: 1, maximum: 3600 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 3600 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -82,26 +92,19 @@ export class PatchResourceQueryDto extends WriteResourceQueryDto {
 }
 
 export class DeleteResourceQueryDto {
-  /** `true`: delete with a grace period of 0. */
-  @ApiPropertyOptional({ enum: BOOLEAN })
-  @IsOptional()
-  @IsIn(BOOLEAN)
-  force?: string;
+  @QueryBoolean('`true`: delete with a grace period of 0 (default `false`).')
+  force?: boolean;
 
-  /** `false`: orphan the dependents; otherwise Foreground deletion (dependents first). */
-  @ApiPropertyOptional({ enum: BOOLEAN })
-  @IsOptional()
-  @IsIn(BOOLEAN)
-  cascade?: string;
+  @QueryBoolean('`false`: orphan the dependents; otherwise (default `true`) Foreground deletion, dependents first.')
+  cascade?: boolean;
 
-  /** `false`: answer at once with the cluster's answer; otherwise wait until the object is gone. */
-  @ApiPropertyOptional({ enum: BOOLEAN })
-  @IsOptional()
-  @IsIn(BOOLEAN)
-  wait?: string;
+  @QueryBoolean(
+    "`false`: answer at once with the cluster's answer; otherwise (default `true`) wait until the object is gone.",
+  )
+  wait?: boolean;
 
   /** How long to wait for the object to be gone (default 60); on time-out 504, and the object stays marked for deletion. */
-  @ApiPropertyOptional({ minimum: 1, maximum: 300, default: 60 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 300, default: 60 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()

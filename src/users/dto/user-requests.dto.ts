@@ -16,7 +16,7 @@ import {
   Min,
   ValidateIf,
 } from 'class-validator';
-import { ValidateDisplayName, ValidatePassword, ValidateUsername } from '../../common/validation.js';
+import { HTTP_URL_OR_EMPTY, ValidateDisplayName, ValidatePassword, ValidateUsername } from '../../common/validation.js';
 import { ROLE_NAME_PATTERN, type RoleName } from '../role.entity.js';
 
 export class CreateUserDto {
@@ -36,7 +36,7 @@ export class UpdateUserDto {
   name?: string;
 
   /** An http(s) URL of at most 2048 characters, or `""` to clear it. */
-  @ApiPropertyOptional({ maxLength: 2048, example: 'https://example.com/me.png' })
+  @ApiPropertyOptional({ maxLength: 2048, pattern: HTTP_URL_OR_EMPTY, example: 'https://example.com/me.png' })
   @IsOptional()
   @IsString()
   @MaxLength(2048)
@@ -74,7 +74,7 @@ export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 export class ListUsersQueryDto {
   /** Page number, from 1. */
-  @ApiPropertyOptional({ minimum: 1, default: 1 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -83,7 +83,7 @@ export class ListUsersQueryDto {
   page: number = 1;
 
   /** Users per page, 1–100. */
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()

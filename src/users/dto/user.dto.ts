@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 
 export class RoleDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   /** `admin`, `viewer`, or a custom role's name. */
   name: string;
@@ -8,6 +9,7 @@ export class RoleDto {
 }
 
 export class UserDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   username: string;
   /** The sign-in provider; `password` for password users. */
@@ -34,7 +36,10 @@ export class UserDetailDto extends UserDto {
 export class UserListDto {
   users: UserDto[];
   /** How many users match the filters, over all pages. */
+  @ApiProperty({ type: 'integer', minimum: 0 })
   total: number;
+  @ApiProperty({ type: 'integer', minimum: 1 })
   page: number;
+  @ApiProperty({ type: 'integer', minimum: 1, maximum: 100 })
   size: number;
 }
