@@ -55,6 +55,7 @@ export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyR
     return reply.send(write ? peekWriteAnswer(reply.request, answer) : answer);
   }
   if (write) noteAudit(reply.request, { answer: answer.body });
+  if (answer.warning !== undefined) reply.header('warning', answer.warning);
   return reply.status(answer.statusCode).header('content-type', answer.contentType).send(answer.body);
 }
 

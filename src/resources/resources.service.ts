@@ -46,7 +46,8 @@ export interface ResourceTarget {
 }
 
 /** The cluster's answer: streamed as it arrives, or (waited deletes) read whole. */
-export type ClusterAnswer = IncomingMessage | { statusCode: number; contentType: string; body: Buffer };
+export type ClusterAnswer =
+  IncomingMessage | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] };
 
 export interface Resolved {
   conn: ClusterConnection;
@@ -97,19 +98,28 @@ export class ResourcesService {
 
   async getResource(caller: Caller, target: ResourceTarget, q: GetResourceQueryDto): Promise<ClusterAnswer> {
     const r = await this.resolve(caller, target, 'get');
-    return this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path: r.path, query: query(q) });
+    const res = await this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
+      method: 'GET',
+      path: r.path,
+      query: query(q),
+    });
+    return this.upstream.settle(r.conn, res);
   }
 
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
-    return this.upstream.send(r.conn, {
-      impersonate: r.impersonate,
-      method: 'POST',
-      path: r.path,
-      query: query(q),
-      body: json(object),
-    });
+    return this.upstream.settle(
+      r.conn,
+      await this.upstream.send(r.conn, {
+        impersonate: r.impersonate,
+        method: 'POST',
+        path: r.path,
+        query: query(q),
+        body: json(object),
+      }),
+    );
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -122,13 +132,16 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.upstream.send(r.conn, {
-      impersonate: r.impersonate,
-      method: 'PUT',
-      path: r.path,
-      query: query(q),
-      body: json(object),
-    });
+    return this.upstream.settle(
+      r.conn,
+      await this.upstream.send(r.conn, {
+        impersonate: r.impersonate,
+        method: 'PUT',
+        path: r.path,
+        query: query(q),
+        body: json(object),
+      }),
+    );
   }
 
   async patchResource(caller: Caller, target: ResourceTarget, body: unknown, q: PatchResourceQueryDto) {
@@ -140,14 +153,17 @@ export class ResourcesService {
       ]);
     }
     const { patchType: _patchType, ...passThrough } = q;
-    return this.upstream.send(r.conn, {
-      impersonate: r.impersonate,
-      method: 'PATCH',
-      path: r.path,
-      query: query(passThrough),
-      body: json(body),
-      contentType,
-    });
+    return this.upstream.settle(
+      r.conn,
+      await this.upstream.send(r.conn, {
+        impersonate: r.impersonate,
+        method: 'PATCH',
+        path: r.path,
+        query: query(passThrough),
+        body: json(body),
+        contentType,
+      }),
+    );
   }
 
   async deleteResource(caller: Caller, target: ResourceTarget, q: DeleteResourceQueryDto): Promise<ClusterAnswer> {

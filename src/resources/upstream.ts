@@ -6,6 +6,13 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 
 export const USER_AGENT = 'cluster-admin-service/1';
 
+/**
+ * Answers up to this size (by their Content-Length) are read whole and sent to the caller in one
+ * write: fewer system calls and stream objects than piping them. Larger ones, and answers without a
+ * length (watches, big lists), stream.
+ */
+export const SMALL_ANSWER_BYTES = 64 * 1024;
+
 export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs'>;
 
 /**
@@ -35,6 +42,22 @@ export class UpstreamClient {
       throw new BadGatewayException(`cluster '${conn.clusterName}' answered ${res.statusCode} to GET ${path}`);
     }
     return JSON.parse(text.toString('utf8')) as T;
+  }
+
+  /** The answer read whole when its Content-Length says it is small; otherwise the unread stream. */
+  async settle(
+    conn: ClusterConnection,
+    res: IncomingMessage,
+  ): Promise<IncomingMessage | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] }> {
+    const length = Number(res.headers['content-length'] ?? NaN);
+    if (!(length >= 0 && length <= SMALL_ANSWER_BYTES)) return res;
+    const body = await this.readAll(conn, res);
+    return {
+      statusCode: res.statusCode ?? 502,
+      contentType: String(res.headers['content-type'] ?? 'application/json'),
+      body,
+      warning: res.headers.warning,
+    };
   }
 
   /** Reads a (small) answer whole, with the same 502/504 mapping as send(). */
