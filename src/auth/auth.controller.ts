@@ -175,6 +175,7 @@ export class OwnApiKeysController {
   /** Deletes one of the caller's own API keys (another user's key: 404); it stops working at once. */
   @Authenticated()
   @Delete(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: SuccessResponseDto })
   @ApiErrors(400, 404)
   async deleteOwnApiKey(@Auth() caller: Caller, @Param('id', ParseIdPipe) id: number): Promise<SuccessResponseDto> {

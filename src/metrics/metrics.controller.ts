@@ -1,12 +1,14 @@
 import { applyDecorators, Controller, Get, Headers, Param, Query, Res } from '@nestjs/common';
 import {
   ApiBadGatewayResponse,
+  ApiExtraModels,
   ApiGatewayTimeoutResponse,
   ApiHeader,
   ApiOkResponse,
   ApiParam,
   ApiResponse,
   ApiTags,
+  getSchemaPath,
 } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import type { IncomingMessage } from 'node:http';
@@ -27,9 +29,18 @@ import { MetricsService } from './metrics.service.js';
 const ClusterMetrics = (passthrough: boolean) =>
   applyDecorators(
     ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' }),
-    ApiErrors(400, 404, 409),
+    ApiErrors(404, 409),
     ...(passthrough
       ? [
+          ApiExtraModels(ErrorResponseDto, PrometheusResponseDto),
+          ApiResponse({
+            status: 400,
+            description:
+              "Invalid input (the service's error), or a query Prometheus refused (its answer, passed through)",
+            schema: {
+              oneOf: [{ $ref: getSchemaPath(ErrorResponseDto) }, { $ref: getSchemaPath(PrometheusResponseDto) }],
+            },
+          }),
           ApiResponse({
             status: 422,
             description: "Prometheus could not execute the query (its answer, passed through: `status: 'error'`)",
@@ -41,7 +52,7 @@ const ClusterMetrics = (passthrough: boolean) =>
             type: PrometheusResponseDto,
           }),
         ]
-      : []),
+      : [ApiErrors(400)]),
     ApiBadGatewayResponse({
       description: "The cluster's metrics endpoint could not be reached or did not answer Prometheus JSON",
       type: ErrorResponseDto,

@@ -133,12 +133,18 @@ export class PodLogsService implements OnModuleDestroy {
     const callerKey = `${caller.kind}:${caller.id ?? caller.name}`;
     if ((this.perCaller.get(callerKey) ?? 0) >= LOG_STREAMS_PER_CALLER) {
       throw new HttpException(
-        `at most ${LOG_STREAMS_PER_CALLER} log streams per caller at a time: close one first`,
+        {
+          message: `at most ${LOG_STREAMS_PER_CALLER} log streams per caller at a time: close one first`,
+          retryAfter: 5,
+        },
         HttpStatus.TOO_MANY_REQUESTS,
       );
     }
     if (this.streams.size >= LOG_STREAMS_TOTAL) {
-      throw new HttpException('too many log streams on this replica; try again later', HttpStatus.TOO_MANY_REQUESTS);
+      throw new HttpException(
+        { message: 'too many log streams on this replica; try again later', retryAfter: 5 },
+        HttpStatus.TOO_MANY_REQUESTS,
+      );
     }
 
     const query = new URLSearchParams();

@@ -60,6 +60,16 @@ export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyR
 }
 
 export const OBJECT = kubernetesRef('KubernetesObject');
+/** A patch body: an object (strategic merge or JSON merge patch) or an array of operations (JSON patch). */
+export const PATCH_BODY = {
+  description: 'The patch: an object (strategic or merge patch) or an array of operations (JSON patch)',
+  schema: {
+    oneOf: [
+      { type: 'object', additionalProperties: true, description: 'A strategic merge or JSON merge patch' },
+      { type: 'array', items: kubernetesRef('JsonPatchOperation'), description: 'A JSON patch' },
+    ],
+  },
+} as const;
 /** A delete answers with the object (still being deleted, or as it was) or a success `Status`. */
 const DELETED = { anyOf: [OBJECT, kubernetesRef('KubernetesStatus')] };
 
@@ -168,15 +178,7 @@ export class ResourcesController {
   @Authenticated()
   @Patch(':resource/:namespace/:name')
   @ResourceParams(true)
-  @ApiBody({
-    description: 'The patch: an object (strategic or merge patch) or an array of operations (JSON patch)',
-    schema: {
-      oneOf: [
-        { type: 'object', additionalProperties: true, description: 'A strategic merge or JSON merge patch' },
-        { type: 'array', items: kubernetesRef('JsonPatchOperation'), description: 'A JSON patch' },
-      ],
-    },
-  })
+  @ApiBody(PATCH_BODY)
   @ApiOkResponse({ description: 'The patched object', schema: OBJECT })
   async patchResource(
     @Auth() caller: Caller,

@@ -4,7 +4,7 @@ import type { FastifyReply } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
 import { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
-import { OBJECT, ResourceParams, sendAnswer, Target } from './resources.controller.js';
+import { OBJECT, PATCH_BODY, ResourceParams, sendAnswer, Target } from './resources.controller.js';
 import type { ResourceTarget } from './resources.service.js';
 import { SUBRESOURCES, SubresourcesService } from './subresources.service.js';
 
@@ -62,10 +62,7 @@ export class SubresourcesController {
   @Patch(':resource/:namespace/:name/:subresource')
   @ResourceParams(true)
   @SubresourceParam
-  @ApiBody({
-    description: 'The patch: an object (strategic or merge patch) or an array of operations (JSON patch)',
-    schema: { oneOf: [OBJECT, { type: 'array', items: OBJECT }] },
-  })
+  @ApiBody(PATCH_BODY)
   @ApiOkResponse({ description: 'The patched subresource', schema: OBJECT })
   async patchSubresource(
     @Auth() caller: Caller,

@@ -3,7 +3,7 @@ import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Authenticated } from '../auth/auth.decorators.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { SuccessResponseDto } from '../common/error-response.dto.js';
-import { ParseIdPipe } from '../common/id.pipe.js';
+import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
 import { CreateRoleDto, RoleDetailDto, UpdateRoleDto } from './dto/role.dto.js';
 import { RolesService } from './roles.service.js';
 
@@ -35,6 +35,7 @@ export class RolesController {
   /** One role with its rules. */
   @Authenticated({ admin: true })
   @Get(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: RoleDetailDto })
   @ApiErrors(400, 404)
   getRole(@Param('id', ParseIdPipe) id: number): Promise<RoleDetailDto> {
@@ -44,6 +45,7 @@ export class RolesController {
   /** Changes a custom role (only the properties sent); takes effect on the next request of its holders. Built-in roles: 409. */
   @Authenticated({ admin: true })
   @Put(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: RoleDetailDto })
   @ApiErrors(400, 404, 409)
   updateRole(@Param('id', ParseIdPipe) id: number, @Body() dto: UpdateRoleDto): Promise<RoleDetailDto> {
@@ -53,6 +55,7 @@ export class RolesController {
   /** Deletes a custom role. Built-in roles, and roles a user or API key holds (named in the message): 409. */
   @Authenticated({ admin: true })
   @Delete(':id')
+  @ApiIdParam()
   @ApiOkResponse({ type: SuccessResponseDto })
   @ApiErrors(400, 404, 409)
   async deleteRole(@Param('id', ParseIdPipe) id: number): Promise<SuccessResponseDto> {

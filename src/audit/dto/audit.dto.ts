@@ -7,7 +7,7 @@ const TIMESTAMP = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d
 
 export class ListAuditEventsQueryDto {
   /** Page number, from 1. */
-  @ApiPropertyOptional({ minimum: 1, default: 1 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -16,7 +16,7 @@ export class ListAuditEventsQueryDto {
   page: number = 1;
 
   /** Events per page, 1–100. */
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -67,7 +67,7 @@ export class AuditActorDto {
   @ApiProperty({ enum: ['user', 'apiKey', 'bootstrap', 'anonymous'] })
   kind: string;
   /** User id or API key id; null when not known (a failed login of an unknown user). */
-  @ApiProperty({ type: Number, nullable: true })
+  @ApiProperty({ type: 'integer', nullable: true })
   id: number | null;
   /** Username or API key name; for a login, the username that was tried. */
   @ApiProperty({ type: String, nullable: true })
@@ -96,6 +96,7 @@ export class AuditTargetDto {
 
 /** One audited call. Never a body: no passwords, tokens, keys, kubeconfigs or object data. */
 export class AuditEventDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   /** When the call was received (ISO 8601 UTC). */
   @ApiProperty({ type: String, format: 'date-time' })
@@ -109,6 +110,7 @@ export class AuditEventDto {
   /** The HTTP method. */
   method: string;
   /** The outcome: the HTTP status of the answer (also when the caller hung up before receiving it). */
+  @ApiProperty({ type: 'integer' })
   statusCode: number;
   /** The request's `x-request-id`. */
   requestId: string;
@@ -125,7 +127,10 @@ export class AuditEventListDto {
   /** Newest first. */
   events: AuditEventDto[];
   /** How many events match the filters, over all pages. */
+  @ApiProperty({ type: 'integer' })
   total: number;
+  @ApiProperty({ type: 'integer' })
   page: number;
+  @ApiProperty({ type: 'integer' })
   size: number;
 }

@@ -56,6 +56,7 @@ export class CreateApiKeyDto {
 }
 
 export class ApiKeyOwnerDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   username: string;
 }

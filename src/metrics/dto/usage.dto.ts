@@ -3,7 +3,7 @@ import { ApiProperty } from '@nestjs/swagger';
 /** A time series: `[unixSeconds, value]` pairs; `value` is null where Prometheus answered NaN or ±Inf. */
 const POINTS = {
   type: 'array',
-  items: { type: 'array', minItems: 2, maxItems: 2, items: { type: 'number', nullable: true } },
+  items: { type: 'array', minItems: 2, maxItems: 2, items: { type: 'number', format: 'double', nullable: true } },
   example: [
     [1767366000, 0.25],
     [1767366030, 0.26],
@@ -23,10 +23,13 @@ class UsageWindowDto {
   @ApiProperty({ enum: ['30m', '1h', '6h', '24h'] })
   range: string;
   /** First point, Unix seconds. */
+  @ApiProperty({ type: 'integer' })
   start: number;
   /** Last point, Unix seconds. */
+  @ApiProperty({ type: 'integer' })
   end: number;
   /** Seconds between points. */
+  @ApiProperty({ type: 'integer' })
   step: number;
 }
 
@@ -55,7 +58,14 @@ export class NodeUsageDto extends UsageWindowDto {
 export class PrometheusResponseDto {
   @ApiProperty({ enum: ['success', 'error'] })
   status: string;
-  @ApiProperty({ description: 'The result (`resultType` and `result`, or a list)', required: false })
+  @ApiProperty({
+    description: 'The result: `{resultType, result}` for queries, a list for series, labels and label values',
+    required: false,
+    oneOf: [
+      { type: 'object', additionalProperties: true },
+      { type: 'array', items: {} },
+    ],
+  })
   data?: unknown;
   @ApiProperty({ required: false, example: 'bad_data' })
   errorType?: string;

@@ -20,7 +20,7 @@ export class PodLogQueryDto {
   follow?: string;
 
   /** Only the last N lines. */
-  @ApiPropertyOptional({ minimum: 0, maximum: 1_000_000 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 1_000_000 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -29,7 +29,7 @@ export class PodLogQueryDto {
   tailLines?: number;
 
   /** Only lines newer than this many seconds. Not together with `sinceTime`. */
-  @ApiPropertyOptional({ minimum: 1, maximum: 31_536_000 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 31_536_000 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -57,7 +57,7 @@ export class PodLogQueryDto {
   previous?: string;
 
   /** Stop after this many bytes. */
-  @ApiPropertyOptional({ minimum: 1 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()

@@ -174,6 +174,7 @@ export class RoleRuleResponseDto {
 }
 
 export class RoleDetailDto {
+  @ApiProperty({ type: 'integer' })
   id: number;
   name: string;
   description: string;

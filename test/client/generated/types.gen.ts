@@ -610,11 +610,11 @@ export type ApiResourceSchemaDto = {
 export type PrometheusResponseDto = {
     status: 'success' | 'error';
     /**
-     * The result (`resultType` and `result`, or a list)
+     * The result: `{resultType, result}` for queries, a list for series, labels and label values
      */
     data?: {
         [key: string]: unknown;
-    };
+    } | Array<unknown>;
     errorType?: string;
     error?: string;
     warnings?: Array<string>;
@@ -633,6 +633,18 @@ export type ContainerSeriesDto = {
 
 export type PodUsageDto = {
     range: '30m' | '1h' | '6h' | '24h';
+    /**
+     * First point, Unix seconds.
+     */
+    start: number;
+    /**
+     * Last point, Unix seconds.
+     */
+    end: number;
+    /**
+     * Seconds between points.
+     */
+    step: number;
     namespace: string;
     pod: string;
     /**
@@ -647,6 +659,10 @@ export type PodUsageDto = {
      * The cluster asked.
      */
     cluster: string;
+};
+
+export type NodeUsageDto = {
+    range: '30m' | '1h' | '6h' | '24h';
     /**
      * First point, Unix seconds.
      */
@@ -659,10 +675,6 @@ export type PodUsageDto = {
      * Seconds between points.
      */
     step: number;
-};
-
-export type NodeUsageDto = {
-    range: '30m' | '1h' | '6h' | '24h';
     /**
      * CPU in cores.
      */
@@ -682,18 +694,6 @@ export type NodeUsageDto = {
      * The cluster asked.
      */
     cluster: string;
-    /**
-     * First point, Unix seconds.
-     */
-    start: number;
-    /**
-     * Last point, Unix seconds.
-     */
-    end: number;
-    /**
-     * Seconds between points.
-     */
-    step: number;
 };
 
 export type AuditActorDto = {
@@ -736,6 +736,7 @@ export type AuditTargetDto = {
 };
 
 export type AuditEventDto = {
+    id: number;
     /**
      * When the call was received (ISO 8601 UTC).
      */
@@ -745,6 +746,10 @@ export type AuditEventDto = {
      */
     clientAddress: string | null;
     /**
+     * The outcome: the HTTP status of the answer (also when the caller hung up before receiving it).
+     */
+    statusCode: number;
+    /**
      * Resource writes: the object's uid after the write.
      */
     uid: string | null;
@@ -752,7 +757,6 @@ export type AuditEventDto = {
      * Resource writes: the object's resourceVersion after the write.
      */
     resourceVersion: string | null;
-    id: number;
     actor: AuditActorDto;
     /**
      * The route's operationId.
@@ -763,10 +767,6 @@ export type AuditEventDto = {
      */
     method: string;
     /**
-     * The outcome: the HTTP status of the answer (also when the caller hung up before receiving it).
-     */
-    statusCode: number;
-    /**
      * The request's `x-request-id`.
      */
     requestId: string;
@@ -775,15 +775,15 @@ export type AuditEventDto = {
 
 export type AuditEventListDto = {
     /**
-     * Newest first.
-     */
-    events: Array<AuditEventDto>;
-    /**
      * How many events match the filters, over all pages.
      */
     total: number;
     page: number;
     size: number;
+    /**
+     * Newest first.
+     */
+    events: Array<AuditEventDto>;
 };
 
 /**
@@ -1521,6 +1521,9 @@ export type CreateRoleResponse = CreateRoleResponses[keyof CreateRoleResponses];
 export type DeleteRoleData = {
     body?: never;
     path: {
+        /**
+         * The id
+         */
         id: number;
     };
     query?: never;
@@ -1577,6 +1580,9 @@ export type DeleteRoleResponse = DeleteRoleResponses[keyof DeleteRoleResponses];
 export type GetRoleData = {
     body?: never;
     path: {
+        /**
+         * The id
+         */
         id: number;
     };
     query?: never;
@@ -1621,6 +1627,9 @@ export type GetRoleResponse = GetRoleResponses[keyof GetRoleResponses];
 export type UpdateRoleData = {
     body: UpdateRoleDto;
     path: {
+        /**
+         * The id
+         */
         id: number;
     };
     query?: never;
@@ -2005,6 +2014,9 @@ export type CreateOwnApiKeyResponse = CreateOwnApiKeyResponses[keyof CreateOwnAp
 export type DeleteOwnApiKeyData = {
     body?: never;
     path: {
+        /**
+         * The id
+         */
         id: number;
     };
     query?: never;
@@ -3513,7 +3525,9 @@ export type PatchSubresourceData = {
     /**
      * The patch: an object (strategic or merge patch) or an array of operations (JSON patch)
      */
-    body: KubernetesObject | Array<KubernetesObject>;
+    body: {
+        [key: string]: unknown;
+    } | Array<JsonPatchOperation>;
     headers: {
         /**
          * Name of the target cluster
@@ -3753,9 +3767,9 @@ export type QueryMetricsData = {
 
 export type QueryMetricsErrors = {
     /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
+     * Invalid input (the service's error), or a query Prometheus refused (its answer, passed through)
      */
-    400: ErrorResponseDto;
+    400: ErrorResponseDto | PrometheusResponseDto;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
@@ -3835,9 +3849,9 @@ export type QueryMetricsRangeData = {
 
 export type QueryMetricsRangeErrors = {
     /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
+     * Invalid input (the service's error), or a query Prometheus refused (its answer, passed through)
      */
-    400: ErrorResponseDto;
+    400: ErrorResponseDto | PrometheusResponseDto;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
@@ -3913,9 +3927,9 @@ export type ListMetricSeriesData = {
 
 export type ListMetricSeriesErrors = {
     /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
+     * Invalid input (the service's error), or a query Prometheus refused (its answer, passed through)
      */
-    400: ErrorResponseDto;
+    400: ErrorResponseDto | PrometheusResponseDto;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
@@ -3991,9 +4005,9 @@ export type ListMetricLabelsData = {
 
 export type ListMetricLabelsErrors = {
     /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
+     * Invalid input (the service's error), or a query Prometheus refused (its answer, passed through)
      */
-    400: ErrorResponseDto;
+    400: ErrorResponseDto | PrometheusResponseDto;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
@@ -4074,9 +4088,9 @@ export type ListMetricLabelValuesData = {
 
 export type ListMetricLabelValuesErrors = {
     /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
+     * Invalid input (the service's error), or a query Prometheus refused (its answer, passed through)
      */
-    400: ErrorResponseDto;
+    400: ErrorResponseDto | PrometheusResponseDto;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
