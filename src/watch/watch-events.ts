@@ -25,14 +25,22 @@ export class WatchEvent {
     return this.line.length;
   }
 
-  /** `event: <type>`, `id: <resourceVersion>` (not for ERROR), `data: <the event JSON>`. */
-  sse(): Buffer {
-    this.sseFrame ??= Buffer.concat([
-      Buffer.from(`event: ${this.type}\n${this.type === 'ERROR' ? '' : `id: ${this.resourceVersion}\n`}data: `),
+  /**
+   * `event: <type>`, `id: <resourceVersion>` (not for ERROR, nor with `withId` false: the initial
+   * objects of a stream, whose versions are no position to resume from), `data: <the event JSON>`.
+   */
+  sse(withId = true): Buffer {
+    if (!withId) return this.frame(false);
+    this.sseFrame ??= this.frame(this.type !== 'ERROR');
+    return this.sseFrame;
+  }
+
+  private frame(withId: boolean): Buffer {
+    return Buffer.concat([
+      Buffer.from(`event: ${this.type}\n${withId ? `id: ${this.resourceVersion}\n` : ''}data: `),
       this.line.subarray(0, this.line.length - 1),
       Buffer.from('\n\n'),
     ]);
-    return this.sseFrame;
   }
 
   /** Parses one line of a cluster's watch stream; throws on anything that is not a watch event. */

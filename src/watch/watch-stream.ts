@@ -105,6 +105,8 @@ export class WatchStream implements WatchSubscriber {
       this.timeoutTimer = setTimeout(() => this.close(), this.req.timeoutSeconds * 1000);
       this.timeoutTimer.unref();
     }
+    // Fastify sets the headers and then pipes: send them at once, so the client knows the watch runs before any event.
+    reply.raw.once('pipe', () => reply.raw.flushHeaders());
     void reply.send(this.body);
   }
 
@@ -117,6 +119,11 @@ export class WatchStream implements WatchSubscriber {
   deliver(event: WatchEvent): void {
     if (event.type === 'BOOKMARK' && !this.bookmarks) return;
     this.write(this.isSse ? event.sse() : event.line);
+  }
+
+  /** One of the current objects a stream without a resourceVersion starts with (SSE: without an id). */
+  deliverInitial(event: WatchEvent): void {
+    this.write(this.isSse ? event.sse(false) : event.line);
   }
 
   /** SSE: after the initial objects, the position a reconnection (`Last-Event-ID`) resumes from. */

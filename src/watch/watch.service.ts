@@ -83,7 +83,7 @@ export class WatchService {
     stream.begin();
     for (;;) {
       for (const item of page.items) {
-        stream.deliver(
+        stream.deliverInitial(
           WatchEvent.of('ADDED', {
             ...item,
             apiVersion: item.apiVersion ?? req.apiVersion,

@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { kubeRequest, readAudit, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { kubeconfigFor, registerCluster } from '../support/clusters.js';
+import { signedIn } from '../support/factories.js';
+import { serviceAccountToken } from '../support/kube.js';
+import { request } from '../support/http.js';
+import { StreamRegistry } from '../../src/watch/stream-registry.js';
+import { WatchHub } from '../../src/watch/watch-hub.js';
+import { openWatch, type WatchClient } from './watch-client.js';
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+describe('one upstream watch shared by many subscribers', () => {
+  let cp: ControlPlane;
+  let t: TestApp;
+  let base: string;
+  let token: string;
+  let sa: { token: string; username: string };
+  const ns = `fanout-${process.pid}`;
+  const clients: WatchClient[] = [];
+
+  before(async () => {
+    cp = await sharedControlPlane('a');
+    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    // The service talks to the cluster as a ServiceAccount of this test only: its requests can be
+    // picked out of the shared control plane's audit log.
+    sa = await serviceAccountToken(cp, ns, 'cas-fanout');
+    t = await startTestApp({
+      env: {
+        CAS_WATCH_LINGER_SECONDS: '1',
+        CAS_WATCH_MAX_STREAMS_PER_CALLER: '1000',
+        CAS_WATCH_SUBSCRIBER_BUFFER_BYTES: '1048576',
+      },
+    });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
+    token = (await signedIn(t, 'admin')).token;
+    await registerCluster(t, token, 'alpha', kubeconfigFor(cp, { token: sa.token }));
+  });
+  after(async () => {
+    for (const client of clients) client.close();
+    await t.close();
+    await kubeRequest(cp, 'DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${ns}-cas-fanout`);
+    await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);
+  });
+
+  const listVersion = async (selector: string) => {
+    const list = await request(t.app, 'GET', `/api/v1/configmaps/${ns}`, {
+      token,
+      headers: { 'x-cluster-name': 'alpha' },
+      query: { labelSelector: selector },
+    });
+    assert.equal(list.status, 200, list.text);
+    return list.body.metadata.resourceVersion as string;
+  };
+
+  /** Creates `count` ConfigMaps one after the other; returns when each create was sent. */
+  const burst = async (label: string, count: number, bytes: number) => {
+    const createdAt: number[] = [];
+    for (let i = 0; i < count; i++) {
+      createdAt.push(Date.now());
+      const res = await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+        metadata: { name: `${label}-${String(i).padStart(3, '0')}`, labels: { case: label } },
+        data: { payload: 'x'.repeat(bytes) },
+      });
+      assert.equal(res.status, 201, JSON.stringify(res.body).slice(0, 300));
+    }
+    return createdAt;
+  };
+
+  const watchesOfThisTest = async (selector: string) => {
+    const events = await readAudit(cp);
+    return new Set(
+      events
+        .filter(
+          (e) =>
+            e.verb === 'watch' &&
+            e.user.username === sa.username &&
+            e.objectRef?.namespace === ns &&
+            e.objectRef?.resource === 'configmaps' &&
+            decodeURIComponent(e.requestURI).includes(`labelSelector=case=${selector}`),
+        )
+        .map((e) => e.auditID),
+    );
+  };
+
+  test('200 subscribers: 1 watch request on the cluster; each receives all 50 events of a burst, in order', async () => {
+    const rv = await listVersion('case=burst');
+    const path = `/api/v1/configmaps/${ns}?watch=true&resourceVersion=${rv}&labelSelector=case%3Dburst`;
+    const subscribers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => openWatch(base, path, { token, sse: i % 2 === 1 })),
+    );
+    clients.push(...subscribers);
+    assert.deepEqual(new Set(subscribers.map((s) => s.status)), new Set([200]));
+
+    const createdAt = await burst('burst', 50, 100);
+    const expected = Array.from({ length: 50 }, (_, i) => `burst-${String(i).padStart(3, '0')}`);
+    await Promise.all(subscribers.map((s) => s.until((e) => e.length >= 50, 30_000, 'the burst')));
+    for (const s of subscribers) {
+      assert.deepEqual(
+        s.events.map((e) => `${e.type}:${e.object.metadata.name}`),
+        expected.map((n) => `ADDED:${n}`),
+      );
+    }
+    const delays = subscribers.flatMap((s) => s.events.map((e, i) => e.at - createdAt[i]));
+    console.log(
+      `# 200 subscribers x 50 events: delivery after the create was sent p50 ${percentile(delays, 50)} ms, ` +
+        `p99 ${percentile(delays, 99)} ms, max ${Math.max(...delays)} ms`,
+    );
+
+    // The last subscriber leaves: after the linger the shared watch ends, and the cluster logs its whole life.
+    const hub = t.app.get(WatchHub);
+    for (const s of subscribers) s.close();
+    await waitFor('the shared watch to end after its linger', async () => hub.size === 0, 10_000);
+    await waitFor('the watch in the audit log', async () => (await watchesOfThisTest('burst')).size > 0, 10_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const watches = await watchesOfThisTest('burst');
+    assert.equal(watches.size, 1, `watch requests on the cluster for 200 subscribers: ${watches.size}`);
+  });
+
+  test('a subscriber that reads nothing is cut off; the others get every event without waiting for it', async () => {
+    const rv = await listVersion('case=slow');
+    const path = `/api/v1/configmaps/${ns}?watch=true&resourceVersion=${rv}&labelSelector=case%3Dslow`;
+    const registry = t.app.get(StreamRegistry);
+    const before = registry.size;
+    const stalled = await openWatch(base, path, { token, paused: true });
+    const readers = await Promise.all(Array.from({ length: 20 }, () => openWatch(base, path, { token })));
+    clients.push(stalled, ...readers);
+    assert.equal(registry.size, before + 21);
+
+    // 40 ConfigMaps of 256 KiB: 10 MiB, far more than the socket buffers and the 1 MiB allowance hold.
+    const started = Date.now();
+    const createdAt = await burst('slow', 40, 256 * 1024);
+    await Promise.all(readers.map((s) => s.until((e) => e.length >= 40, 60_000, 'the large burst')));
+    const finished = Date.now();
+    for (const s of readers) {
+      assert.deepEqual(
+        s.events.map((e) => e.object.metadata.name),
+        Array.from({ length: 40 }, (_, i) => `slow-${String(i).padStart(3, '0')}`),
+      );
+    }
+    await waitFor('the stalled subscriber to be dropped', async () => registry.size === before + 20, 5000);
+    const delays = readers.flatMap((s) => s.events.map((e, i) => e.at - createdAt[i]));
+    const lastDelay = Math.max(...readers.map((s) => s.events[39].at)) - createdAt[39];
+    console.log(
+      `# 20 readers + 1 stalled subscriber, 40 x 256 KiB: burst took ${finished - started} ms; delivery after the ` +
+        `cluster's answer p50 ${percentile(delays, 50)} ms, p99 ${percentile(delays, 99)} ms, last event ${lastDelay} ms`,
+    );
+    // Generous bound (shared machine): the readers never wait for the stalled one, which would be forever.
+    assert.ok(lastDelay < 10_000, `the last event reached every reader ${lastDelay} ms after it was created`);
+
+    stalled.res!.resume();
+    stalled.res!.socket.resume();
+    const clean = await stalled.ended;
+    assert.equal(clean, false, 'the stalled subscriber was cut off, not ended cleanly');
+    assert.ok(stalled.events.length < 40, `the stalled subscriber got ${stalled.events.length} events`);
+  });
+});
