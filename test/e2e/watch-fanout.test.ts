@@ -150,7 +150,7 @@ describe('one upstream watch shared by many subscribers', () => {
     const lastDelay = Math.max(...readers.map((s) => s.events[39].at)) - createdAt[39];
     console.log(
       `# 20 readers + 1 stalled subscriber, 40 x 256 KiB: burst took ${finished - started} ms; delivery after the ` +
-        `cluster's answer p50 ${percentile(delays, 50)} ms, p99 ${percentile(delays, 99)} ms, last event ${lastDelay} ms`,
+        `create was sent p50 ${percentile(delays, 50)} ms, p99 ${percentile(delays, 99)} ms, last event ${lastDelay} ms`,
     );
     // Generous bound (shared machine): the readers never wait for the stalled one, which would be forever.
     assert.ok(lastDelay < 10_000, `the last event reached every reader ${lastDelay} ms after it was created`);
