@@ -33,6 +33,7 @@ const CONTRACT_OPERATION_IDS = [
   'replaceResource',
   'patchResource',
   'deleteResource',
+  'listObjectEvents',
 ];
 const HEALTH_OPERATION_IDS = ['getHealth', 'getReadiness'];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS]);
