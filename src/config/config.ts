@@ -42,6 +42,8 @@ export interface WatchConfig {
   reauthMs: number;
   /** SSE comment heartbeat interval. */
   heartbeatMs: number;
+  /** The `timeoutSeconds` of each upstream watch: the cluster ends it then and it is resumed at once. */
+  upstreamTimeoutSeconds: number;
 }
 
 export interface ClustersConfig {
@@ -149,6 +151,7 @@ function watchFrom(env: Env): WatchConfig {
     lingerMs: integer(env, 'CAS_WATCH_LINGER_SECONDS', 5, 0, 3600) * 1000,
     reauthMs: integer(env, 'CAS_WATCH_REAUTH_SECONDS', 4, 1, 5) * 1000,
     heartbeatMs: integer(env, 'CAS_WATCH_HEARTBEAT_SECONDS', 15, 1, 300) * 1000,
+    upstreamTimeoutSeconds: integer(env, 'CAS_WATCH_UPSTREAM_TIMEOUT_SECONDS', 240, 1, 3600),
   };
 }
 

@@ -44,11 +44,9 @@ export interface SharedWatchOptions {
   windowEvents: number;
   windowBytes: number;
   lingerMs: number;
+  /** The cluster ends each upstream watch after this long (plus up to a quarter more); it is then resumed at once. */
+  upstreamTimeoutSeconds: number;
 }
-
-/** The cluster ends each upstream watch after this long (with some spread); it is then resumed at once. */
-const UPSTREAM_TIMEOUT_SECONDS = 240;
-const UPSTREAM_TIMEOUT_SPREAD_SECONDS = 60;
 /** Consecutive failed reconnections before subscribers are told the watch is lost. */
 const MAX_RECONNECT_FAILURES = 5;
 const REFUSAL_BODY_LIMIT = 1024 * 1024;
@@ -167,11 +165,14 @@ export class SharedWatch {
   }
 
   private async connect(fromResourceVersion: string): Promise<WatchRefusal | null> {
+    // Spread, so that the watches of many lists do not all end and resume at the same moment.
+    const timeoutSeconds =
+      this.options.upstreamTimeoutSeconds + Math.floor((Math.random() * this.options.upstreamTimeoutSeconds) / 4);
     const query = new URLSearchParams({
       watch: 'true',
       resourceVersion: fromResourceVersion,
       allowWatchBookmarks: 'true',
-      timeoutSeconds: String(UPSTREAM_TIMEOUT_SECONDS + Math.floor(Math.random() * UPSTREAM_TIMEOUT_SPREAD_SECONDS)),
+      timeoutSeconds: String(timeoutSeconds),
     });
     if (this.source.labelSelector) query.set('labelSelector', this.source.labelSelector);
     if (this.source.fieldSelector) query.set('fieldSelector', this.source.fieldSelector);
@@ -191,7 +192,7 @@ export class SharedWatch {
     this.res = res;
     // The cluster ends the watch itself after timeoutSeconds (and sends bookmarks meanwhile):
     // silence well beyond that means the connection is dead.
-    res.setTimeout((UPSTREAM_TIMEOUT_SECONDS + UPSTREAM_TIMEOUT_SPREAD_SECONDS + 60) * 1000);
+    res.setTimeout((timeoutSeconds + 60) * 1000);
     const splitter = new LineSplitter();
     res.on('data', (chunk: Buffer) => {
       if (this.res !== res) return;

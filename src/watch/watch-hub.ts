@@ -53,6 +53,7 @@ export class WatchHub implements OnModuleDestroy {
           windowEvents: this.config.watch.windowEvents,
           windowBytes: WINDOW_BYTES,
           lingerMs: this.config.watch.lingerMs,
+          upstreamTimeoutSeconds: this.config.watch.upstreamTimeoutSeconds,
         },
         (ended) => {
           if (this.watches.get(ended.key) === ended) this.watches.delete(ended.key);

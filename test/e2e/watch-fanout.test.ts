@@ -161,4 +161,55 @@ describe('one upstream watch shared by many subscribers', () => {
     assert.equal(clean, false, 'the stalled subscriber was cut off, not ended cleanly');
     assert.ok(stalled.events.length < 40, `the stalled subscriber got ${stalled.events.length} events`);
   });
+
+  test('the cluster ends the shared watch (its time-out): it resumes from the last version, nothing lost or repeated', async () => {
+    const short = await startTestApp({ env: { CAS_WATCH_UPSTREAM_TIMEOUT_SECONDS: '1' } });
+    try {
+      await short.app.listen({ port: 0, host: '127.0.0.1' });
+      const url = `http://127.0.0.1:${(short.app.getHttpServer().address() as AddressInfo).port}`;
+      const admin = (await signedIn(short, 'admin')).token;
+      await registerCluster(short, admin, 'alpha', kubeconfigFor(cp, { token: sa.token }));
+      const client = await openWatch(url, `/api/v1/configmaps/${ns}?watch=true&labelSelector=case%3Dresumed`, {
+        token: admin,
+      });
+      clients.push(client);
+      assert.equal(client.status, 200);
+      const names: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        names.push(`resumed-${i}`);
+        await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+          metadata: { name: `resumed-${i}`, labels: { case: 'resumed' } },
+        });
+        await new Promise((r) => setTimeout(r, 600));
+      }
+      await client.until((e) => e.length >= 8, 10_000, 'eight events across upstream restarts');
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.deepEqual(
+        client.events.map((e) => `${e.type}:${e.object.metadata.name}`),
+        names.map((n) => `ADDED:${n}`),
+      );
+      const watches = (await readAudit(cp)).filter(
+        (e) =>
+          e.verb === 'watch' &&
+          e.stage === 'ResponseComplete' &&
+          e.user.username === sa.username &&
+          decodeURIComponent(e.requestURI).includes('labelSelector=case=resumed'),
+      );
+      const versions = watches.map((e) =>
+        Number(new URL(e.requestURI, 'http://x').searchParams.get('resourceVersion')),
+      );
+      console.log(
+        `# one client stream over ${watches.length} upstream watches, resumed from versions ${versions.join(', ')}`,
+      );
+      assert.ok(watches.length >= 3, `the cluster ended the watch ${watches.length} times`);
+      assert.ok(
+        versions.every((v, i) => i === 0 || v >= versions[i - 1]),
+        'each upstream watch resumed from the last version seen',
+      );
+      assert.equal(client.endedAt, undefined, 'the client stream never noticed');
+      client.close();
+    } finally {
+      await short.close();
+    }
+  });
 });

@@ -83,6 +83,7 @@ describe('watch query and configuration', () => {
       lingerMs: 5000,
       reauthMs: 4000,
       heartbeatMs: 15000,
+      upstreamTimeoutSeconds: 240,
     });
     assert.equal(
       loadConfig({ CAS_WATCH_MAX_STREAMS: '10', CAS_WATCH_MAX_STREAMS_PER_CALLER: '50' }).watch.maxStreamsPerCaller,
