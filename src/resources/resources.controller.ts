@@ -193,7 +193,7 @@ export class ResourcesController {
   @Authenticated()
   @Get(':resource/:namespace/:name/events')
   @ResourceParams(true)
-  @ListOrWatchResponse('An `EventList`: `items` newest first, each an Event with its `apiVersion` and `kind`')
+  @ListOrWatchResponse('An `EventList` of core/v1 Events, newest first')
   async listObjectEvents(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,

@@ -208,7 +208,7 @@ export class ResourcesService {
       for (const event of list.items) {
         if (seen.has(event.metadata?.uid)) continue;
         seen.add(event.metadata?.uid);
-        items.push({ apiVersion: apiVersionOf(newer), kind: newer.kind, ...event });
+        items.push(asCoreEvent(event));
       }
     }
     items.sort(newestFirst);
@@ -216,9 +216,7 @@ export class ResourcesService {
       apiVersion: 'v1',
       kind: 'EventList',
       metadata: { resourceVersion: core.resourceVersion },
-      items: items.map((e) =>
-        'kind' in e ? e : { apiVersion: apiVersionOf(coreEvents), kind: coreEvents.kind, ...e },
-      ),
+      items: items.map((e) => ({ apiVersion: 'v1', kind: 'Event', ...e })),
     };
     return { statusCode: 200, contentType: 'application/json', body: json(answer) };
   }
@@ -391,6 +389,35 @@ function apiVersionOf(type: ResourceType): string {
 
 function contentTypeOf(res: IncomingMessage): string {
   return String(res.headers['content-type'] ?? 'application/json');
+}
+
+/**
+ * An events.k8s.io/v1 Event in the core/v1 shape (the apiserver's own field mapping), so that a
+ * client reads one shape; only events that one API listed and the other did not need it.
+ */
+function asCoreEvent(event: Record<string, any>): Record<string, any> {
+  const {
+    apiVersion: _apiVersion,
+    kind: _kind,
+    regarding,
+    note,
+    deprecatedSource,
+    deprecatedFirstTimestamp,
+    deprecatedLastTimestamp,
+    deprecatedCount,
+    reportingController,
+    ...rest
+  } = event;
+  return {
+    ...rest,
+    involvedObject: regarding ?? {},
+    message: note,
+    source: deprecatedSource ?? {},
+    firstTimestamp: deprecatedFirstTimestamp ?? null,
+    lastTimestamp: deprecatedLastTimestamp ?? null,
+    count: deprecatedCount,
+    reportingComponent: reportingController ?? '',
+  };
 }
 
 /** When an event (core/v1 or events.k8s.io) last happened. */
