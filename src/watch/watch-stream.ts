@@ -94,7 +94,8 @@ export class WatchStream implements WatchSubscriber {
     this.begun = true;
     const { reply, request } = this.req;
     // A stream is long-lived by design: no idle time-out on its socket (request time-outs apply to receiving requests).
-    request.raw.socket?.setTimeout(0);
+    const socket = request.raw.socket as { setTimeout?: (ms: number) => void } | undefined;
+    if (typeof socket?.setTimeout === 'function') socket.setTimeout(0); // (no real socket under inject())
     reply.raw.once('close', () => this.clientLeft());
     reply
       .status(200)
@@ -106,7 +107,9 @@ export class WatchStream implements WatchSubscriber {
       this.timeoutTimer.unref();
     }
     // Fastify sets the headers and then pipes: send them at once, so the client knows the watch runs before any event.
-    reply.raw.once('pipe', () => reply.raw.flushHeaders());
+    reply.raw.once('pipe', () => {
+      if (typeof reply.raw.flushHeaders === 'function') reply.raw.flushHeaders();
+    });
     void reply.send(this.body);
   }
 

@@ -85,9 +85,10 @@ export class WatchService {
       for (const item of page.items) {
         stream.deliverInitial(
           WatchEvent.of('ADDED', {
-            ...item,
-            apiVersion: item.apiVersion ?? req.apiVersion,
+            // the order the cluster writes them in: kind and apiVersion first
             kind: item.kind ?? req.kind,
+            apiVersion: item.apiVersion ?? req.apiVersion,
+            ...item,
           }),
         );
       }
