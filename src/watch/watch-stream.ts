@@ -84,6 +84,11 @@ export class WatchStream implements WatchSubscriber {
     return this.closedFlag;
   }
 
+  /** Whether the headers went out: from then on a failure can only be told as an ERROR event. */
+  get started(): boolean {
+    return this.begun;
+  }
+
   get isSse(): boolean {
     return this.req.format === 'sse';
   }

@@ -1,4 +1,4 @@
-import { BadRequestException, Inject, Injectable } from '@nestjs/common';
+import { BadRequestException, HttpException, Inject, Injectable, Logger } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
 import { requestCluster } from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
@@ -22,6 +22,8 @@ interface ListPage {
 /** Opens client watch streams: limits, the initial list when asked for, and joining the shared watch. */
 @Injectable()
 export class WatchService {
+  private readonly logger = new Logger(WatchService.name);
+
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly hub: WatchHub,
@@ -49,6 +51,16 @@ export class WatchService {
       const fromList = req.resourceVersion === undefined || req.resourceVersion === '0';
       return fromList ? await this.openWithList(stream) : await this.openFrom(stream, req.resourceVersion!);
     } catch (error) {
+      if (stream.started) {
+        // Too late for an error response: the client gets the failure as the stream's last event.
+        if (error instanceof HttpException) {
+          stream.refuse(error.getStatus(), error.getStatus() === 504 ? 'Timeout' : 'ServiceUnavailable', error.message);
+        } else {
+          this.logger.error(`watch stream failed: ${(error as Error)?.stack ?? String(error)}`);
+          stream.refuse(500, 'InternalError', 'internal error');
+        }
+        return null;
+      }
       if (!stream.closed) stream.abandon();
       throw error;
     }

@@ -59,7 +59,9 @@ describe('watch streams through the service (JSON lines and SSE), against a real
   before(async () => {
     cp = await sharedControlPlane('a');
     // A small window, so that a version older than it can be shown to give 410.
-    t = await startTestApp({ env: { CAS_WATCH_WINDOW_EVENTS: '10', CAS_WATCH_LINGER_SECONDS: '1' } });
+    t = await startTestApp({
+      env: { CAS_WATCH_WINDOW_EVENTS: '10', CAS_WATCH_LINGER_SECONDS: '1', CAS_WATCH_HEARTBEAT_SECONDS: '1' },
+    });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
     admin = (await signedIn(t, 'admin')).token;
@@ -139,7 +141,11 @@ describe('watch streams through the service (JSON lines and SSE), against a real
             assert.equal(e.id, e.object.metadata.resourceVersion, 'the SSE id is the resourceVersion');
           }
         }
-        if (sse) assert.equal(client.positions.length, 1, 'one position after the (empty) initial list');
+        assert.ok(client.headers['x-request-id'], 'a stream carries x-request-id too');
+        if (sse) {
+          assert.equal(client.positions.length, 1, 'one position after the (empty) initial list');
+          await waitFor('a heartbeat comment (every second here)', async () => client.heartbeats > 0, 5000);
+        }
       });
     }
   }
