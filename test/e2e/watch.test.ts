@@ -310,6 +310,47 @@ describe('watch streams through the service (JSON lines and SSE), against a real
     );
   });
 
+  test('a deleted API key and a changed role end their streams within 5 s (401, 403)', async () => {
+    const created = await request(t.app, 'POST', '/api/v1/admin/apikeys', {
+      token: admin,
+      body: { name: `watcher-${process.pid}`, role: 'viewer' },
+    });
+    assert.equal(created.status, 201, created.text);
+    const byKey = await openWatch(base, `/api/v1/configmaps/${ns}?watch=true&labelSelector=case%3Dkey`, {
+      token: created.body.key,
+    });
+    open.push(byKey);
+    assert.equal(byKey.status, 200);
+
+    const user = await signedIn(t, 'admin');
+    const secrets = await watch(`secrets/${ns}?watch=true`, { token: user.token, sse: true });
+    assert.equal(secrets.status, 200, 'an admin may watch secrets');
+
+    const changedAt = Date.now();
+    assert.equal(
+      (await request(t.app, 'DELETE', `/api/v1/admin/apikeys/${created.body.id}`, { token: admin })).status,
+      200,
+    );
+    const roles = await request(t.app, 'PUT', `/api/v1/admin/users/${user.id}/roles`, {
+      token: admin,
+      body: { roles: ['viewer'] },
+    });
+    assert.equal(roles.status, 200, roles.text);
+    await Promise.all([byKey.ended, secrets.ended]);
+    const took = Math.max(byKey.endedAt!, secrets.endedAt!) - changedAt;
+    console.log(`# deleted key and changed role: streams ended ${took} ms later`);
+    assert.ok(took <= 5000, `ended after ${took} ms`);
+    assert.deepEqual(
+      byKey.events.map((e) => [e.type, e.object.code]),
+      [['ERROR', 401]],
+    );
+    // (the namespace's ServiceAccount token Secret came first, as ADDED)
+    const last = secrets.events[secrets.events.length - 1];
+    assert.deepEqual([last.event, last.object.code], ['ERROR', 403]);
+    assert.ok(secrets.events.slice(0, -1).every((e) => e.type === 'ADDED'));
+    assert.match(last.object.message, /secrets/);
+  });
+
   test('per-caller limit: the stream over it is 429 with Retry-After', async () => {
     const limited = await startTestApp({ env: { CAS_WATCH_MAX_STREAMS_PER_CALLER: '2' } });
     try {
