@@ -351,8 +351,8 @@ describe('watch streams through the service (JSON lines and SSE), against a real
     assert.match(last.object.message, /secrets/);
   });
 
-  test('per-caller limit: the stream over it is 429 with Retry-After', async () => {
-    const limited = await startTestApp({ env: { CAS_WATCH_MAX_STREAMS_PER_CALLER: '2' } });
+  test('per-caller and global limits: the stream over either is 429 with Retry-After', async () => {
+    const limited = await startTestApp({ env: { CAS_WATCH_MAX_STREAMS_PER_CALLER: '2', CAS_WATCH_MAX_STREAMS: '3' } });
     try {
       await limited.app.listen({ port: 0, host: '127.0.0.1' });
       const url = `http://127.0.0.1:${(limited.app.getHttpServer().address() as AddressInfo).port}`;
@@ -371,7 +371,15 @@ describe('watch streams through the service (JSON lines and SSE), against a real
         d.close();
         return d.status === 200;
       });
-      b.close();
+      const a2 = await openWatch(url, path, { token });
+      assert.equal(a2.status, 200);
+      const other = (await signedIn(limited, 'viewer')).token;
+      const e = await openWatch(url, path, { token: other });
+      assert.equal(e.status, 200, 'a third stream, of another caller');
+      const f = await openWatch(url, path, { token: other });
+      assert.equal(f.status, 429);
+      assert.match(f.body.message, /too many watch streams on this replica \(at most 3\)/);
+      for (const x of [a2, b, e]) x.close();
     } finally {
       await limited.close();
     }
