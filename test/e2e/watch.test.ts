@@ -150,6 +150,34 @@ describe('watch streams through the service (JSON lines and SSE), against a real
     }
   }
 
+  test('_all: a namespaced resource across all namespaces, and a cluster-scoped one', async () => {
+    const across = await watch(`configmaps/_all?watch=true&labelSelector=case%3Dacross`);
+    const namespaces = await watch(`namespaces/_all?watch=true&labelSelector=case%3D${ns}`, { sse: true });
+    assert.deepEqual([across.status, namespaces.status], [200, 200]);
+    await namespaces.until(() => namespaces.positions.length === 1, 5000, 'the stream to run');
+    await kubeRequest(cp, 'POST', clusterPath('configmaps'), {
+      metadata: { name: 'across', labels: { case: 'across' } },
+    });
+    await kubeRequest(
+      cp,
+      'PATCH',
+      `/api/v1/namespaces/${ns}`,
+      { metadata: { labels: { case: ns } } },
+      { contentType: 'application/merge-patch+json' },
+    );
+    await across.until((e) => e.length >= 1);
+    await namespaces.until((e) => e.length >= 1);
+    assert.deepEqual(summary(across.events), ['ADDED:across']);
+    assert.equal(across.events[0].object.metadata.namespace, ns);
+    // The label makes the namespace match the selector: for this watch it is ADDED, as the cluster says.
+    assert.deepEqual(summary(namespaces.events), [`ADDED:${ns}`]);
+    const scoped = await request(t.app, 'GET', `/api/v1/namespaces/${ns}?watch=true`, {
+      token: admin,
+      headers: { 'x-cluster-name': 'alpha' },
+    });
+    assert.equal(scoped.status, 400, 'a cluster-scoped resource needs _all');
+  });
+
   test('JSON watch events are byte for byte what the cluster sends', async () => {
     const list = await request(t.app, 'GET', `/api/v1/configmaps/${ns}`, {
       token: admin,
