@@ -7,6 +7,7 @@ import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
 import { serviceAccountToken } from '../support/kube.js';
 import { request } from '../support/http.js';
+import { CLUSTER_CONNECTIONS, type ClusterConnections } from '../../src/clusters/cluster-connection.js';
 import { StreamRegistry } from '../../src/watch/stream-registry.js';
 import { WatchHub } from '../../src/watch/watch-hub.js';
 import { openWatch, type WatchClient } from './watch-client.js';
@@ -211,5 +212,56 @@ describe('one upstream watch shared by many subscribers', () => {
     } finally {
       await short.close();
     }
+  });
+
+  test('the connection to the cluster breaks: the shared watch reconnects from the last version, nothing lost or repeated', async () => {
+    const client = await openWatch(base, `/api/v1/configmaps/${ns}?watch=true&labelSelector=case%3Dbroken`, { token });
+    clients.push(client);
+    assert.equal(client.status, 200);
+    const create = (name: string) =>
+      kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+        metadata: { name, labels: { case: 'broken' } },
+      });
+    await create('broken-1');
+    await client.until((e) => e.length >= 1);
+    // Cut every connection the service holds to the cluster (the shared watch's among them).
+    const conn = await t.app.get<ClusterConnections>(CLUSTER_CONNECTIONS).forName('alpha');
+    let cut = 0;
+    for (const sockets of Object.values(conn.agent.sockets)) {
+      for (const socket of sockets ?? []) {
+        socket.destroy();
+        cut++;
+      }
+    }
+    assert.ok(cut >= 1, 'at least the watch connection was open');
+    await create('broken-2');
+    await create('broken-3');
+    await client.until((e) => e.length >= 3, 15_000, 'the events after the break');
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(
+      client.events.map((e) => `${e.type}:${e.object.metadata.name}`),
+      ['ADDED:broken-1', 'ADDED:broken-2', 'ADDED:broken-3'],
+    );
+    assert.equal(client.endedAt, undefined, 'the client stream never noticed');
+    // Once the shared watch has ended, the cluster has logged both watch requests.
+    client.close();
+    await waitFor('the shared watch to end', async () => t.app.get(WatchHub).size === 0, 10_000);
+    const watches = await waitFor(
+      'both watch requests in the audit log',
+      async () => {
+        const found = (await readAudit(cp)).filter(
+          (e) =>
+            e.verb === 'watch' &&
+            e.user.username === sa.username &&
+            decodeURIComponent(e.requestURI).includes('labelSelector=case=broken'),
+        );
+        return new Set(found.map((e) => e.auditID)).size >= 2 ? found : undefined;
+      },
+      10_000,
+    );
+    const versions = [
+      ...new Set(watches.map((e) => new URL(e.requestURI, 'http://x').searchParams.get('resourceVersion'))),
+    ];
+    console.log(`# after the break the watch resumed: upstream watches from versions ${versions.join(', ')}`);
   });
 });
