@@ -161,6 +161,7 @@ describe('one upstream watch shared by many subscribers', () => {
     const clean = await stalled.ended;
     assert.equal(clean, false, 'the stalled subscriber was cut off, not ended cleanly');
     assert.ok(stalled.events.length < 40, `the stalled subscriber got ${stalled.events.length} events`);
+    for (const s of readers) s.close();
   });
 
   test('the cluster ends the shared watch (its time-out): it resumes from the last version, nothing lost or repeated', async () => {
