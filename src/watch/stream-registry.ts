@@ -22,6 +22,9 @@ import type { StreamOwner, WatchStream } from './watch-stream.js';
  * replica, because the credential is resolved from the database), sends SSE heartbeats, and
  * closes every stream when the service drains or stops.
  */
+/** Credentials resolved at the same time during one re-check. */
+const RECHECK_CONCURRENCY = 8;
+
 @Injectable()
 export class StreamRegistry implements StreamOwner, OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(StreamRegistry.name);
@@ -108,35 +111,45 @@ export class StreamRegistry implements StreamOwner, OnApplicationBootstrap, OnMo
         if (list) list.push(stream);
         else bySecret.set(stream.req.secret, [stream]);
       }
-      for (const [secret, streams] of bySecret) {
-        let caller: Caller;
-        try {
-          caller = await this.credentials.resolve(secret);
-        } catch (error) {
-          if (!(error instanceof HttpException)) {
-            // The database is unreachable: keep the streams until the next check rather than end them all.
-            this.logger.warn(`re-checking watch streams failed: ${(error as Error).message}`);
-            continue;
-          }
-          for (const stream of streams) stream.refuse(401, 'Unauthorized', `${error.message}; the stream has ended`);
-          continue;
-        }
-        for (const stream of streams) {
-          if (caller.roles.length === 0) {
-            stream.refuse(403, 'Forbidden', 'the caller has no role any more; the stream has ended');
-            continue;
-          }
-          for (const access of stream.req.access) {
-            const decision = this.authorizer.can(caller, access);
-            if (!decision.allowed) {
-              stream.refuse(403, 'Forbidden', `${decision.reason}; the stream has ended`);
-              break;
-            }
-          }
-        }
+      const entries = [...bySecret];
+      // A few credentials at a time: many distinct callers must not make one check outlast the interval.
+      for (let at = 0; at < entries.length; at += RECHECK_CONCURRENCY) {
+        await Promise.all(
+          entries
+            .slice(at, at + RECHECK_CONCURRENCY)
+            .map(([secret, streams]) => this.recheckCredential(secret, streams)),
+        );
       }
     } finally {
       this.rechecking = false;
+    }
+  }
+
+  private async recheckCredential(secret: string, streams: WatchStream[]): Promise<void> {
+    let caller: Caller;
+    try {
+      caller = await this.credentials.resolve(secret);
+    } catch (error) {
+      if (!(error instanceof HttpException)) {
+        // The database is unreachable: keep the streams until the next check rather than end them all.
+        this.logger.warn(`re-checking watch streams failed: ${(error as Error).message}`);
+        return;
+      }
+      for (const stream of streams) stream.refuse(401, 'Unauthorized', `${error.message}; the stream has ended`);
+      return;
+    }
+    for (const stream of streams) {
+      if (caller.roles.length === 0) {
+        stream.refuse(403, 'Forbidden', 'the caller has no role any more; the stream has ended');
+        continue;
+      }
+      for (const access of stream.req.access) {
+        const decision = this.authorizer.can(caller, access);
+        if (!decision.allowed) {
+          stream.refuse(403, 'Forbidden', `${decision.reason}; the stream has ended`);
+          break;
+        }
+      }
     }
   }
 
