@@ -13,7 +13,7 @@ export class RequestDrain {
   private inFlight = 0;
   private draining = false;
   private onIdle?: () => void;
-  private readonly drainListeners = new Set<() => void>();
+  private readonly drainListeners: Array<() => void> = [];
 
   register(fastify: FastifyInstance): void {
     fastify.addHook('onRequest', async (request, reply) => {
@@ -34,20 +34,29 @@ export class RequestDrain {
     fastify.addHook('onRequestAbort', done);
   }
 
+  /**
+   * Called once when draining starts: long-lived responses (watch streams) close themselves then,
+   * so they do not hold shutdown for the whole grace period and their clients reconnect elsewhere.
+   */
+  onDrain(listener: () => void): void {
+    if (this.draining) listener();
+    else this.drainListeners.push(listener);
+  }
+
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
   get active(): number {
     return this.inFlight;
   }
 
-  /** Called once when draining starts: long-lived streams end themselves so clients reconnect elsewhere. */
-  onDrain(listener: () => void): void {
-    this.drainListeners.add(listener);
-  }
-
   /** Stops taking requests; resolves true when those in flight have finished, false when the bound ran out first. */
   async drain(timeoutMs: number): Promise<boolean> {
-    const first = !this.draining;
-    this.draining = true;
-    if (first) for (const listener of this.drainListeners) listener();
+    if (!this.draining) {
+      this.draining = true;
+      for (const listener of this.drainListeners.splice(0)) listener();
+    }
     if (this.inFlight === 0) return true;
     const idle = new Promise<boolean>((resolve) => (this.onIdle = () => resolve(true)));
     return Promise.race([idle, sleep(timeoutMs, false, { ref: false })]);
@@ -60,9 +69,11 @@ export function attachDrain(app: object, fastify: FastifyInstance): RequestDrain
   const drain = new RequestDrain();
   drain.register(fastify);
   drains.set(app, drain);
+  drains.set(fastify, drain);
   return drain;
 }
 
+/** The drain of a Nest app or of its Fastify instance (what providers can reach through HttpAdapterHost). */
 export function drainOf(app: object): RequestDrain {
   const drain = drains.get(app);
   if (!drain) throw new Error('the app was not created by createApp()');

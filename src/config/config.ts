@@ -24,6 +24,8 @@ export interface AppConfig {
   clusterRequestTimeoutSeconds: number;
   /** After SIGTERM, how long requests in flight (a waited delete, say) may take to finish. */
   shutdownGraceSeconds: number;
+  /** Watch streams (`?watch=true`): limits and timers. */
+  watch: WatchConfig;
   audit: AuditConfig;
   metrics: MetricsConfig;
   /** Whether password login is open to every password user; when false only the super user may (break-glass). */
@@ -74,6 +76,25 @@ export interface AuditConfig {
   retentionDays: number;
   /** `stdout`: every audit row is also written to standard output as one JSON line. */
   log: 'off' | 'stdout';
+}
+
+export interface WatchConfig {
+  /** Concurrent streams of the whole process; more → 429. */
+  maxStreams: number;
+  /** Concurrent streams of one caller (user or API key) in this process; more → 429. */
+  maxStreamsPerCaller: number;
+  /** Bytes a subscriber may have waiting to be sent before it is cut off as too slow. */
+  subscriberBufferBytes: number;
+  /** Recent events each shared watch keeps for late subscribers (older resourceVersions → 410). */
+  windowEvents: number;
+  /** How long a shared watch stays open after its last subscriber left. */
+  lingerMs: number;
+  /** How often each stream's credential and permission are checked again. */
+  reauthMs: number;
+  /** SSE comment heartbeat interval. */
+  heartbeatMs: number;
+  /** The `timeoutSeconds` of each upstream watch: the cluster ends it then and it is resumed at once. */
+  upstreamTimeoutSeconds: number;
 }
 
 export interface ClustersConfig {
@@ -167,6 +188,21 @@ function clustersFrom(env: Env): ClustersConfig {
     probeTimeoutMs: integer(env, 'CAS_CLUSTER_PROBE_TIMEOUT_MS', 3000, 100, 60000),
     inClusterDir: resolve(env.CAS_IN_CLUSTER_DIR || '/var/run/secrets/kubernetes.io/serviceaccount'),
     inClusterServer: inClusterServerFrom(env),
+  };
+}
+
+function watchFrom(env: Env): WatchConfig {
+  const maxStreams = integer(env, 'CAS_WATCH_MAX_STREAMS', 2000, 1, 100000);
+  const maxStreamsPerCaller = integer(env, 'CAS_WATCH_MAX_STREAMS_PER_CALLER', 50, 1, 100000);
+  return {
+    maxStreams,
+    maxStreamsPerCaller: Math.min(maxStreamsPerCaller, maxStreams),
+    subscriberBufferBytes: integer(env, 'CAS_WATCH_SUBSCRIBER_BUFFER_BYTES', 4 * 1024 * 1024, 65536, 1024 ** 3),
+    windowEvents: integer(env, 'CAS_WATCH_WINDOW_EVENTS', 1000, 10, 1_000_000),
+    lingerMs: integer(env, 'CAS_WATCH_LINGER_SECONDS', 5, 0, 3600) * 1000,
+    reauthMs: integer(env, 'CAS_WATCH_REAUTH_SECONDS', 4, 1, 5) * 1000,
+    heartbeatMs: integer(env, 'CAS_WATCH_HEARTBEAT_SECONDS', 15, 1, 300) * 1000,
+    upstreamTimeoutSeconds: integer(env, 'CAS_WATCH_UPSTREAM_TIMEOUT_SECONDS', 240, 1, 3600),
   };
 }
 
@@ -426,6 +462,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     passwordLogin: boolean(env, 'CAS_PASSWORD_LOGIN', true),
     oidc: oidcFrom(env, port),
     audit: auditFrom(env),
+    watch: watchFrom(env),
   };
 }
 

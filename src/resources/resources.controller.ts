@@ -10,6 +10,7 @@ import {
   Post,
   Put,
   Query,
+  Req,
   Res,
 } from '@nestjs/common';
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
@@ -18,12 +19,14 @@ import { IncomingMessage } from 'node:http';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
-import { ResourceResponses } from '../common/api-errors.js';
+import { ApiErrors, ResourceResponses } from '../common/api-errors.js';
 import { kubernetesRef } from './dto/kubernetes-schemas.js';
+import type { WatchFormat } from '../watch/watch-stream.js';
 import {
   DeleteResourceQueryDto,
   GetResourceQueryDto,
   ListResourcesQueryDto,
+  ObjectEventsQueryDto,
   PatchResourceQueryDto,
   WriteResourceQueryDto,
 } from './dto/resource-query.dto.js';
@@ -73,6 +76,51 @@ export const PATCH_BODY = {
 /** A delete answers with the object (still being deleted, or as it was) or a success `Status`. */
 const DELETED = { anyOf: [OBJECT, kubernetesRef('KubernetesStatus')] };
 
+/** The stream format a watch caller asked for with `Accept`. */
+function watchFormat(request: FastifyRequest): WatchFormat {
+  const accept = String(request.headers.accept ?? '').toLowerCase();
+  if (accept.includes('text/event-stream')) return 'sse';
+  if (accept.includes('application/x-ndjson')) return 'ndjson';
+  return 'json';
+}
+
+const WATCH_EVENT_SCHEMA = {
+  type: 'object',
+  description:
+    "One watch event, exactly as the cluster sends it; ERROR carries the cluster's `Status` (410: list again)",
+  required: ['type', 'object'],
+  properties: {
+    type: { type: 'string', enum: ['ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK', 'ERROR'] },
+    object: { type: 'object', additionalProperties: true },
+  },
+};
+
+/** The 200 of a route that answers with a document, or with `watch=true` a stream of watch events. */
+const ListOrWatchResponse = (listDescription: string) =>
+  applyDecorators(
+    ApiResponse({
+      status: 200,
+      description:
+        `${listDescription}. With \`watch=true\`: a stream of watch events, one JSON object per line ` +
+        '(`application/json` by default, as kubectl and client-go expect, or `application/x-ndjson`), or ' +
+        'Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, ' +
+        '`data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).',
+      content: {
+        'application/json': { schema: kubernetesRef('KubernetesList') },
+        'application/x-ndjson': { schema: WATCH_EVENT_SCHEMA },
+        'text/event-stream': {
+          schema: { type: 'string', description: 'SSE frames whose `data` is one watch event (JSON)' },
+        },
+      },
+    }),
+    ApiHeader({
+      name: 'Last-Event-ID',
+      required: false,
+      description: 'SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`',
+    }),
+    ApiErrors(429),
+  );
+
 /** The header and path parameters of every resource route, and its responses (the cluster's errors pass through). */
 export const ResourceParams = (withName: boolean) =>
   applyDecorators(
@@ -108,21 +156,53 @@ export const ResourceParams = (withName: boolean) =>
 export class ResourcesController {
   constructor(private readonly resources: ResourcesService) {}
 
-  /** Lists objects: the cluster's List object, verbatim. */
+  /**
+   * Lists objects: the cluster's List object, verbatim. With `watch=true`, streams the changes
+   * instead (one watch on the cluster per collection and selectors, shared by every caller).
+   */
   @Authenticated()
   @Get(':resource/:namespace')
   @ResourceParams(false)
-  @ApiOkResponse({
-    description: "The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)",
-    schema: kubernetesRef('KubernetesList'),
-  })
+  @ListOrWatchResponse("The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)")
   async listResources(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,
     @Query() query: ListResourcesQueryDto,
+    @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
+    if (query.watch === true) {
+      const refusal = await this.resources.watchResources(caller, target, query, {
+        request,
+        reply,
+        format: watchFormat(request),
+      });
+      return refusal ? sendAnswer(reply, refusal) : reply;
+    }
     return sendAnswer(reply, await this.resources.listResources(caller, target, query));
+  }
+
+  /**
+   * The events of one object (built-in or custom): core/v1 and events.k8s.io Events whose involved
+   * object has its uid, deduplicated, newest first. `watch=true` streams them like a list watch.
+   */
+  @Authenticated()
+  @Get(':resource/:namespace/:name/events')
+  @ResourceParams(true)
+  @ListOrWatchResponse('An `EventList` of core/v1 Events, newest first')
+  async listObjectEvents(
+    @Auth() caller: Caller,
+    @Target() target: ResourceTarget,
+    @Query() query: ObjectEventsQueryDto,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    const answer = await this.resources.objectEvents(caller, target, query, {
+      request,
+      reply,
+      format: watchFormat(request),
+    });
+    return answer ? sendAnswer(reply, answer) : reply;
   }
 
   /** Reads one object. */

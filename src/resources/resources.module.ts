@@ -3,6 +3,7 @@ import { AuthModule } from '../auth/auth.module.js';
 import { ClustersModule } from '../clusters/clusters.module.js';
 import { ApiResourcesController } from './api-resources.controller.js';
 import { ApiResourcesService } from './api-resources.service.js';
+import { WatchModule } from '../watch/watch.module.js';
 import { ResourceDiscovery } from './discovery.js';
 import { LogsController } from './logs.controller.js';
 import { PodLogsService } from './pod-logs.service.js';
@@ -13,7 +14,7 @@ import { SubresourcesService } from './subresources.service.js';
 import { UpstreamClient } from './upstream.js';
 
 @Module({
-  imports: [ClustersModule, AuthModule],
+  imports: [ClustersModule, AuthModule, WatchModule],
   controllers: [ResourcesController, LogsController, ApiResourcesController, SubresourcesController],
   providers: [
     ResourcesService,

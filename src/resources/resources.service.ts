@@ -1,15 +1,19 @@
 import {
+  BadGatewayException,
   BadRequestException,
   ForbiddenException,
   GatewayTimeoutException,
   Inject,
   Injectable,
   NotFoundException,
+  UnauthorizedException,
 } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Authorizer, type Verb } from '../access/authorizer.js';
 import { type Impersonation, impersonationFor } from '../access/impersonation.js';
+import { presentedSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import {
   CLUSTER_CONNECTIONS,
@@ -17,13 +21,17 @@ import {
   type ClusterConnections,
 } from '../clusters/cluster-connection.js';
 import { ResourceDiscovery } from './discovery.js';
-import type {
-  DeleteResourceQueryDto,
-  GetResourceQueryDto,
-  ListResourcesQueryDto,
-  PatchResourceQueryDto,
-  WriteResourceQueryDto,
+import {
+  type DeleteResourceQueryDto,
+  type GetResourceQueryDto,
+  type ListResourcesQueryDto,
+  type ObjectEventsQueryDto,
+  type PatchResourceQueryDto,
+  watchQueryProblems,
+  type WriteResourceQueryDto,
 } from './dto/resource-query.dto.js';
+import { WatchService } from '../watch/watch.service.js';
+import type { WatchFormat } from '../watch/watch-stream.js';
 import {
   ALL_NAMESPACES,
   deleteOptions,
@@ -43,6 +51,13 @@ export interface ResourceTarget {
   resource: string;
   namespace: string;
   name?: string;
+}
+
+/** The request and reply a watch stream takes over, and the format the caller asked for. */
+export interface StreamClient {
+  request: FastifyRequest;
+  reply: FastifyReply;
+  format: WatchFormat;
 }
 
 /** The cluster's answer: streamed as it arrives, or (waited deletes) read whole. */
@@ -89,11 +104,151 @@ export class ResourcesService {
     private readonly discovery: ResourceDiscovery,
     private readonly upstream: UpstreamClient,
     private readonly authorizer: Authorizer,
+    private readonly watches: WatchService,
   ) {}
 
   async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
+    const problems = watchQueryProblems(q);
+    if (problems.length) throw new BadRequestException(problems);
     const r = await this.resolve(caller, target, 'list');
-    return this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path: r.path, query: query(q) });
+    const { watch: _watch, ...passThrough } = q;
+    return this.upstream.send(r.conn, {
+      impersonate: r.impersonate,
+      method: 'GET',
+      path: r.path,
+      query: query(passThrough),
+    });
+  }
+
+  /**
+   * `?watch=true` on a list route: a stream fed by the shared watch of this collection and
+   * selectors. Resolves null once the stream owns the reply, or to the cluster's refusal.
+   */
+  async watchResources(
+    caller: Caller,
+    target: ResourceTarget,
+    q: ListResourcesQueryDto,
+    client: StreamClient,
+  ): Promise<ClusterAnswer | null> {
+    const problems = watchQueryProblems(q);
+    if (problems.length) throw new BadRequestException(problems);
+    const r = await this.resolve(caller, target, 'watch');
+    return this.watches.open({
+      caller,
+      secret: this.secretOf(client.request),
+      request: client.request,
+      reply: client.reply,
+      format: client.format,
+      source: { conn: r.conn, path: r.path, labelSelector: q.labelSelector, fieldSelector: q.fieldSelector },
+      apiVersion: apiVersionOf(r.type),
+      kind: r.type.kind,
+      access: [{ verb: 'watch', cluster: r.conn.clusterName, resource: idOf(r.type), namespace: r.namespace }],
+      resourceVersion: q.resourceVersion,
+      bookmarks: q.allowWatchBookmarks === true,
+      timeoutSeconds: q.timeoutSeconds,
+    });
+  }
+
+  /**
+   * The events of one object, built-in or custom: core/v1 Events and events.k8s.io Events whose
+   * involved object (`regarding`) has the object's uid, deduplicated by the event's uid, newest
+   * first. Needs `get` on the object's resource and `list` on events. `?watch=true` streams the
+   * object's core/v1 Events (the same stored events both APIs serve) like a watch of a list.
+   */
+  async objectEvents(
+    caller: Caller,
+    target: ResourceTarget,
+    q: ObjectEventsQueryDto,
+    client: StreamClient,
+  ): Promise<ClusterAnswer | null> {
+    if (q.watch !== true && (q.allowWatchBookmarks !== undefined || q.resourceVersion !== undefined)) {
+      throw new BadRequestException(['allowWatchBookmarks and resourceVersion need watch=true']);
+    }
+    const r = await this.resolve(caller, target, 'get');
+    const clusterName = r.conn.clusterName;
+    const eventsAccess = { verb: 'list' as const, cluster: clusterName, resource: 'events', namespace: r.namespace };
+    this.authorizer.require(caller, eventsAccess);
+    if (q.watch === true) {
+      this.authorizer.require(caller, { ...eventsAccess, verb: 'watch' });
+    }
+
+    const res = await this.upstream.send(r.conn, { method: 'GET', path: r.path });
+    const body = await this.upstream.readAll(r.conn, res);
+    if (res.statusCode !== 200) {
+      return { statusCode: res.statusCode ?? 502, contentType: contentTypeOf(res), body };
+    }
+    const uid = JSON.parse(body.toString('utf8'))?.metadata?.uid as string | undefined;
+    if (typeof uid !== 'string' || !/^[A-Za-z0-9-]{1,64}$/.test(uid)) {
+      throw new BadGatewayException(`cluster '${clusterName}' returned ${idOf(r.type)} '${r.name}' without a uid`);
+    }
+    const coreEvents = await this.discovery.resolve(r.conn, 'events', '');
+    const corePath = resourcePath(coreEvents, r.namespace, null);
+
+    if (q.watch === true) {
+      return this.watches.open({
+        caller,
+        secret: this.secretOf(client.request),
+        request: client.request,
+        reply: client.reply,
+        format: client.format,
+        source: { conn: r.conn, path: corePath, fieldSelector: `involvedObject.uid=${uid}` },
+        apiVersion: apiVersionOf(coreEvents),
+        kind: coreEvents.kind,
+        access: [
+          { verb: 'get', cluster: clusterName, resource: idOf(r.type), namespace: r.namespace },
+          eventsAccess,
+          { ...eventsAccess, verb: 'watch' },
+        ],
+        resourceVersion: q.resourceVersion,
+        bookmarks: q.allowWatchBookmarks === true,
+        timeoutSeconds: q.timeoutSeconds,
+      });
+    }
+
+    const core = await this.eventList(r.conn, corePath, `involvedObject.uid=${uid}`);
+    if ('statusCode' in core) return core;
+    const items = [...core.items];
+    const seen = new Set(items.map((e) => e.metadata?.uid));
+    // Served by every Kubernetes this service supports; a cluster without it simply has none to add.
+    const newer = await this.discovery.resolve(r.conn, 'events', 'events.k8s.io').catch(() => undefined);
+    if (newer && this.authorizer.can(caller, { ...eventsAccess, resource: 'events.events.k8s.io' }).allowed) {
+      const list = await this.eventList(r.conn, resourcePath(newer, r.namespace, null), `regarding.uid=${uid}`);
+      if ('statusCode' in list) return list;
+      for (const event of list.items) {
+        if (seen.has(event.metadata?.uid)) continue;
+        seen.add(event.metadata?.uid);
+        items.push(asCoreEvent(event));
+      }
+    }
+    items.sort(newestFirst);
+    const answer = {
+      apiVersion: 'v1',
+      kind: 'EventList',
+      metadata: { resourceVersion: core.resourceVersion },
+      items: items.map((e) => ({ apiVersion: 'v1', kind: 'Event', ...e })),
+    };
+    return { statusCode: 200, contentType: 'application/json', body: json(answer) };
+  }
+
+  private async eventList(
+    conn: ClusterConnection,
+    path: string,
+    fieldSelector: string,
+  ): Promise<{ resourceVersion: string; items: Array<Record<string, any>> } | Exclude<ClusterAnswer, IncomingMessage>> {
+    const res = await this.upstream.send(conn, { method: 'GET', path, query: new URLSearchParams({ fieldSelector }) });
+    const body = await this.upstream.readAll(conn, res);
+    if (res.statusCode !== 200) return { statusCode: res.statusCode ?? 502, contentType: contentTypeOf(res), body };
+    const list = JSON.parse(body.toString('utf8'));
+    return {
+      resourceVersion: list?.metadata?.resourceVersion ?? '',
+      items: Array.isArray(list?.items) ? list.items : [],
+    };
+  }
+
+  private secretOf(request: FastifyRequest): string {
+    const secret = presentedSecret(request);
+    if (!secret) throw new UnauthorizedException('authentication required');
+    return secret;
   }
 
   async getResource(caller: Caller, target: ResourceTarget, q: GetResourceQueryDto): Promise<ClusterAnswer> {
@@ -237,7 +392,7 @@ export class ResourcesService {
     if (!type.namespaced && !all) {
       throw new BadRequestException([`${id} is cluster-scoped: use '${ALL_NAMESPACES}' in place of the namespace`]);
     }
-    if (type.namespaced && all && verb !== 'list') {
+    if (type.namespaced && all && verb !== 'list' && verb !== 'watch') {
       throw new BadRequestException([
         `${id} is namespaced: name a namespace ('${ALL_NAMESPACES}' only lists across all of them)`,
       ]);
@@ -265,6 +420,74 @@ export class ResourcesService {
     const apiVersion = r.type.group ? `${r.type.group}/${r.type.version}` : r.type.version;
     return { apiVersion, kind: r.type.kind, ...object, metadata };
   }
+}
+
+function idOf(type: ResourceType): string {
+  return type.group ? `${type.plural}.${type.group}` : type.plural;
+}
+
+function apiVersionOf(type: ResourceType): string {
+  return type.group ? `${type.group}/${type.version}` : type.version;
+}
+
+function contentTypeOf(res: IncomingMessage): string {
+  return String(res.headers['content-type'] ?? 'application/json');
+}
+
+/**
+ * An events.k8s.io/v1 Event in the core/v1 shape (the apiserver's own field mapping), so that a
+ * client reads one shape; only events that one API listed and the other did not need it.
+ */
+function asCoreEvent(event: Record<string, any>): Record<string, any> {
+  const {
+    apiVersion: _apiVersion,
+    kind: _kind,
+    regarding,
+    note,
+    deprecatedSource,
+    deprecatedFirstTimestamp,
+    deprecatedLastTimestamp,
+    deprecatedCount,
+    reportingController,
+    ...rest
+  } = event;
+  return {
+    ...rest,
+    involvedObject: regarding ?? {},
+    message: note,
+    source: deprecatedSource ?? {},
+    firstTimestamp: deprecatedFirstTimestamp ?? null,
+    lastTimestamp: deprecatedLastTimestamp ?? null,
+    count: deprecatedCount,
+    reportingComponent: reportingController ?? '',
+  };
+}
+
+/** When an event (core/v1 or events.k8s.io) last happened. */
+function eventTime(event: Record<string, any>): number {
+  const candidates = [
+    event.series?.lastObservedTime,
+    event.lastTimestamp,
+    event.deprecatedLastTimestamp,
+    event.eventTime,
+    event.firstTimestamp,
+    event.metadata?.creationTimestamp,
+  ];
+  for (const value of candidates) {
+    if (typeof value === 'string' && value !== '') {
+      const time = Date.parse(value);
+      if (!Number.isNaN(time)) return time;
+    }
+  }
+  return 0;
+}
+
+function newestFirst(a: Record<string, any>, b: Record<string, any>): number {
+  const byTime = eventTime(b) - eventTime(a);
+  if (byTime !== 0) return byTime;
+  const ra = Number(a.metadata?.resourceVersion ?? 0);
+  const rb = Number(b.metadata?.resourceVersion ?? 0);
+  return rb - ra;
 }
 
 function json(value: unknown): Buffer {

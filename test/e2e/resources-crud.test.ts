@@ -234,8 +234,8 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
   });
 
   test('unknown query parameters → 400', async () => {
-    const res = await call('GET', `configmaps/${ns}`, { query: { watch: 'true' } });
+    const res = await call('GET', `configmaps/${ns}`, { query: { pretty: 'true' } });
     assert.equal(res.status, 400);
-    assert.match(res.body.message.join(';'), /property watch should not exist/);
+    assert.match(res.body.message.join(';'), /property pretty should not exist/);
   });
 });

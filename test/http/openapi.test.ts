@@ -36,6 +36,7 @@ const CONTRACT_OPERATION_IDS = [
   'patchResource',
   'deleteResource',
   'listAuditEvents',
+  'listObjectEvents',
 ];
 const HEALTH_OPERATION_IDS = ['getHealth', 'getReadiness'];
 /** Issue 14: queries of each cluster's Prometheus. */

@@ -1,3 +1,4 @@
+import { ApiErrors } from '../../common/api-errors.js';
 import { noteAudit } from '../../audit/audit-facts.js';
 import { Controller, Get, Inject, Param, Query, Req, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
@@ -27,6 +28,7 @@ export class OidcController {
   @Public()
   @Get('providers')
   @ApiOkResponse({ type: AuthProviderDto, isArray: true })
+  @ApiErrors(400)
   listAuthProviders(): AuthProviderDto[] {
     const password: AuthProviderDto[] = this.config.passwordLogin
       ? [{ id: 'password', type: 'password', displayName: 'Username and password', loginUrl: null }]

@@ -13,8 +13,16 @@ function QueryBoolean(description: string) {
   );
 }
 
-/** Passed through to the cluster's list call. */
+/** Passed through to the cluster's list call; `watch=true` streams the changes instead. */
 export class ListResourcesQueryDto {
+  @QueryBoolean(
+    '`true`: stream watch events instead of answering with a list: newline-delimited JSON (`Accept: application/json`, the default, or `application/x-ndjson`), or Server-Sent Events (`Accept: text/event-stream`). Without `resourceVersion` the stream starts with every current object as ADDED.',
+  )
+  watch?: boolean;
+
+  @QueryBoolean('With `watch=true`: also send BOOKMARK events (the latest resourceVersion, to resume from).')
+  allowWatchBookmarks?: boolean;
+
   /** e.g. `app=web,tier!=cache` */
   @IsOptional()
   @IsString()
@@ -42,6 +50,7 @@ export class ListResourcesQueryDto {
   @MaxLength(8192)
   continue?: string;
 
+  /** List: the version to read at. Watch: stream the changes after this version (older than the service keeps → 410). */
   @IsOptional()
   @IsString()
   @MaxLength(64)
@@ -52,6 +61,7 @@ export class ListResourcesQueryDto {
   @IsIn(['NotOlderThan', 'Exact'])
   resourceVersionMatch?: string;
 
+  /** List: the cluster's time-out for the call. Watch: the stream ends after this many seconds. */
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 3600 })
   @IsOptional()
   @Type(() => Number)
@@ -59,6 +69,52 @@ export class ListResourcesQueryDto {
   @Min(1)
   @Max(3600)
   timeoutSeconds?: number;
+}
+
+/** The events of one object; `watch=true` streams them like a watch of a list. */
+export class ObjectEventsQueryDto {
+  @QueryBoolean("`true`: stream the object's events (core/v1 Event watch events) instead of answering with a list.")
+  watch?: boolean;
+
+  @QueryBoolean('With `watch=true`: also send BOOKMARK events.')
+  allowWatchBookmarks?: boolean;
+
+  /** With `watch=true`: stream the changes after this version. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(64)
+  resourceVersion?: string;
+
+  /** With `watch=true`: the stream ends after this many seconds. */
+  @ApiPropertyOptional({ minimum: 1, maximum: 3600 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  timeoutSeconds?: number;
+}
+
+/** Query parameters that only make sense in one of the two modes of a list route: named in a 400 otherwise. */
+export function watchQueryProblems(q: {
+  watch?: boolean;
+  allowWatchBookmarks?: boolean;
+  limit?: number;
+  continue?: string;
+  resourceVersionMatch?: string;
+  resourceVersion?: string;
+  timeoutSeconds?: number;
+}): string[] {
+  const watching = q.watch === true;
+  const problems: string[] = [];
+  if (watching) {
+    for (const name of ['limit', 'continue', 'resourceVersionMatch'] as const) {
+      if (q[name] !== undefined) problems.push(`${name} cannot be used with watch=true`);
+    }
+  } else if (q.allowWatchBookmarks !== undefined) {
+    problems.push('allowWatchBookmarks needs watch=true');
+  }
+  return problems;
 }
 
 export class GetResourceQueryDto {

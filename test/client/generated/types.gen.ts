@@ -2075,6 +2075,10 @@ export type ListAuthProvidersData = {
 
 export type ListAuthProvidersErrors = {
     /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
      * The service is shutting down; try again (another replica answers)
      */
     503: ErrorResponseDto;
@@ -2576,6 +2580,10 @@ export type ListResourcesData = {
     body?: never;
     headers: {
         /**
+         * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
+         */
+        'Last-Event-ID'?: string;
+        /**
          * Name of the target cluster
          */
         'x-cluster-name': string;
@@ -2592,10 +2600,21 @@ export type ListResourcesData = {
     };
     query?: {
         /**
+         * `true`: stream watch events instead of answering with a list: newline-delimited JSON (`Accept: application/json`, the default, or `application/x-ndjson`), or Server-Sent Events (`Accept: text/event-stream`). Without `resourceVersion` the stream starts with every current object as ADDED.
+         */
+        watch?: boolean;
+        /**
+         * With `watch=true`: also send BOOKMARK events (the latest resourceVersion, to resume from).
+         */
+        allowWatchBookmarks?: boolean;
+        /**
          * Page size; the answer's `metadata.continue` fetches the next page.
          */
         limit?: number;
         resourceVersionMatch?: 'NotOlderThan' | 'Exact';
+        /**
+         * List: the cluster's time-out for the call. Watch: the stream ends after this many seconds.
+         */
         timeoutSeconds?: number;
         /**
          * e.g. `app=web,tier!=cache`
@@ -2609,6 +2628,9 @@ export type ListResourcesData = {
          * The `metadata.continue` token of the previous page.
          */
         continue?: string;
+        /**
+         * List: the version to read at. Watch: stream the changes after this version (older than the service keeps → 410).
+         */
         resourceVersion?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
@@ -2644,6 +2666,10 @@ export type ListResourcesErrors = {
      */
     422: ErrorResponseDto | KubernetesStatus;
     /**
+     * Too many attempts; try again after `Retry-After` seconds (from the service: its error; from the cluster: its `Status`)
+     */
+    429: ErrorResponseDto | KubernetesStatus;
+    /**
      * The cluster could not be reached or broke the connection
      */
     502: ErrorResponseDto;
@@ -2665,7 +2691,7 @@ export type ListResourcesError = ListResourcesErrors[keyof ListResourcesErrors];
 
 export type ListResourcesResponses = {
     /**
-     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)
+     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`). With `watch=true`: a stream of watch events, one JSON object per line (`application/json` by default, as kubectl and client-go expect, or `application/x-ndjson`), or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
     200: KubernetesList;
 };
@@ -2771,6 +2797,115 @@ export type CreateResourceResponses = {
 };
 
 export type CreateResourceResponse = CreateResourceResponses[keyof CreateResourceResponses];
+
+export type ListObjectEventsData = {
+    body?: never;
+    headers: {
+        /**
+         * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
+         */
+        'Last-Event-ID'?: string;
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         */
+        resource: string;
+        /**
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         */
+        namespace: string;
+        /**
+         * Object name
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * `true`: stream the object's events (core/v1 Event watch events) instead of answering with a list.
+         */
+        watch?: boolean;
+        /**
+         * With `watch=true`: also send BOOKMARK events.
+         */
+        allowWatchBookmarks?: boolean;
+        /**
+         * With `watch=true`: the stream ends after this many seconds.
+         */
+        timeoutSeconds?: number;
+        /**
+         * With `watch=true`: stream the changes after this version.
+         */
+        resourceVersion?: string;
+    };
+    url: '/api/v1/{resource}/{namespace}/{name}/events';
+};
+
+export type ListObjectEventsErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter (from the service: its error; from the cluster: its `Status`)
+     */
+    400: ErrorResponseDto | KubernetesStatus;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user (from the service: its error; from the cluster: its `Status`)
+     */
+    401: ErrorResponseDto | KubernetesStatus;
+    /**
+     * The caller is not allowed to do this (from the service: its error; from the cluster: its `Status`)
+     */
+    403: ErrorResponseDto | KubernetesStatus;
+    /**
+     * Not found (from the service: its error; from the cluster: its `Status`)
+     */
+    404: ErrorResponseDto | KubernetesStatus;
+    /**
+     * Conflicts with the current state (from the service: its error; from the cluster: its `Status`)
+     */
+    409: ErrorResponseDto | KubernetesStatus;
+    /**
+     * A path segment is too long (from the service: its error; from the cluster: its `Status`)
+     */
+    414: ErrorResponseDto | KubernetesStatus;
+    /**
+     * The object was refused (from the service: its error; from the cluster: its `Status`)
+     */
+    422: ErrorResponseDto | KubernetesStatus;
+    /**
+     * Too many attempts; try again after `Retry-After` seconds (from the service: its error; from the cluster: its `Status`)
+     */
+    429: ErrorResponseDto | KubernetesStatus;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+    /**
+     * Any other error the cluster returns, with its status code (from the service: its error; from the cluster: its `Status`)
+     */
+    default: ErrorResponseDto | KubernetesStatus;
+};
+
+export type ListObjectEventsError = ListObjectEventsErrors[keyof ListObjectEventsErrors];
+
+export type ListObjectEventsResponses = {
+    /**
+     * An `EventList` of core/v1 Events, newest first. With `watch=true`: a stream of watch events, one JSON object per line (`application/json` by default, as kubectl and client-go expect, or `application/x-ndjson`), or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
+     */
+    200: KubernetesList;
+};
+
+export type ListObjectEventsResponse = ListObjectEventsResponses[keyof ListObjectEventsResponses];
 
 export type DeleteResourceData = {
     body?: never;

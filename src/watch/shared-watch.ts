@@ -1,0 +1,311 @@
+import { HttpException, Logger } from '@nestjs/common';
+import type { IncomingMessage } from 'node:http';
+import type { ClusterConnection } from '../clusters/cluster-connection.js';
+import { classifyFailure, requestCluster } from '../clusters/cluster-request.js';
+import {
+  expiredStatus,
+  LineSplitter,
+  revision,
+  statusObject,
+  WatchEvent,
+  type WatchEventType,
+} from './watch-events.js';
+
+/** What the cluster answered instead of a watch stream (its status and body, read whole). */
+export interface WatchRefusal {
+  statusCode: number;
+  contentType: string;
+  body: Buffer;
+}
+
+/** One upstream watch: the collection path (built by resources/ from discovery data) and its selectors. */
+export interface WatchSource {
+  conn: ClusterConnection;
+  path: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+/** Someone receiving the events of a shared watch: one client stream. */
+export interface WatchSubscriber {
+  /** Events with a resourceVersion after this one are delivered (null: not comparable, deliver all). */
+  cursor: bigint | null;
+  /** Whether BOOKMARK events are wanted. */
+  readonly bookmarks: boolean;
+  deliver(event: WatchEvent): void;
+  /** The shared watch is over: deliver `final` (an ERROR event) if given, then end the stream. */
+  close(final?: WatchEvent): void;
+}
+
+export interface SharedWatchOptions {
+  userAgent: string;
+  /** How long the cluster may take to start answering. */
+  requestTimeoutMs: number;
+  windowEvents: number;
+  windowBytes: number;
+  lingerMs: number;
+  /** The cluster ends each upstream watch after this long (plus up to a quarter more); it is then resumed at once. */
+  upstreamTimeoutSeconds: number;
+}
+/** Consecutive failed reconnections before subscribers are told the watch is lost. */
+const MAX_RECONNECT_FAILURES = 5;
+const REFUSAL_BODY_LIMIT = 1024 * 1024;
+
+/**
+ * One upstream watch shared by every subscriber to the same (cluster, collection, selectors).
+ * It keeps a bounded window of recent events so a subscriber arriving later with an older
+ * resourceVersion is served from memory (anything older than the window → 410, as the
+ * apiserver's own watch cache does); it resumes from the last resourceVersion seen when the
+ * cluster ends the watch (its time-out) or the connection breaks; and it closes after a short
+ * linger once its last subscriber has left.
+ */
+export class SharedWatch {
+  private readonly logger = new Logger(SharedWatch.name);
+  private readonly subscribers = new Set<WatchSubscriber>();
+  private readonly window: WatchEvent[] = [];
+  private windowBytes = 0;
+  /** Every event with a resourceVersion after this one is in the window (or has not happened yet). */
+  private floor: bigint | null;
+  /** The latest resourceVersion seen (events and bookmarks): where a reconnection resumes. */
+  private last: string;
+  private res?: IncomingMessage;
+  private lingerTimer?: NodeJS.Timeout;
+  private retryTimer?: NodeJS.Timeout;
+  private failures = 0;
+  private finalEvent?: WatchEvent;
+  private endedFlag = false;
+  /** The first connection: null when streaming, the cluster's refusal otherwise; rejects (502/504) when unreachable. */
+  readonly ready: Promise<WatchRefusal | null>;
+
+  constructor(
+    readonly key: string,
+    private readonly source: WatchSource,
+    fromResourceVersion: string,
+    private readonly options: SharedWatchOptions,
+    private readonly onEnd: (watch: SharedWatch) => void,
+  ) {
+    this.floor = revision(fromResourceVersion);
+    this.last = fromResourceVersion;
+    this.ready = this.connect(fromResourceVersion).then(
+      (refusal) => {
+        if (refusal) this.end();
+        return refusal;
+      },
+      (error: unknown) => {
+        this.end();
+        throw error;
+      },
+    );
+    this.ready.catch(() => undefined);
+  }
+
+  get ended(): boolean {
+    return this.endedFlag;
+  }
+
+  get subscriberCount(): number {
+    return this.subscribers.size;
+  }
+
+  /**
+   * Adds a subscriber from `fromResourceVersion`: replays the window's newer events, then live
+   * ones. A version older than the window gets the 410 ERROR event (the client lists again).
+   */
+  attach(sub: WatchSubscriber, fromResourceVersion: string): void {
+    if (this.endedFlag) {
+      sub.close(this.finalEvent ?? WatchEvent.of('ERROR', statusObject(503, 'ServiceUnavailable', 'watch ended')));
+      return;
+    }
+    const from = revision(fromResourceVersion);
+    const comparable = from !== null && this.floor !== null;
+    if (comparable ? from < this.floor! : fromResourceVersion !== this.last) {
+      sub.close(WatchEvent.of('ERROR', expiredStatus(fromResourceVersion, String(this.floor ?? this.last))));
+      return;
+    }
+    sub.cursor = from;
+    for (const event of this.window) this.offer(sub, event);
+    this.subscribers.add(sub);
+    clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
+  }
+
+  detach(sub: WatchSubscriber): void {
+    if (!this.subscribers.delete(sub) || this.subscribers.size > 0 || this.endedFlag) return;
+    if (this.options.lingerMs === 0) return this.end();
+    this.lingerTimer = setTimeout(() => this.end(), this.options.lingerMs);
+    this.lingerTimer.unref();
+  }
+
+  /** Ends the upstream watch; subscribers get `final` (an ERROR event) if given, and their streams end. */
+  end(final?: WatchEvent): void {
+    if (this.endedFlag) return;
+    this.endedFlag = true;
+    this.finalEvent = final;
+    clearTimeout(this.lingerTimer);
+    clearTimeout(this.retryTimer);
+    this.res?.destroy();
+    const subscribers = [...this.subscribers];
+    this.subscribers.clear();
+    for (const sub of subscribers) sub.close(final);
+    this.onEnd(this);
+  }
+
+  private offer(sub: WatchSubscriber, event: WatchEvent): void {
+    if (event.type === 'BOOKMARK' && !sub.bookmarks) {
+      const rev = revision(event.resourceVersion);
+      if (rev !== null && sub.cursor !== null && rev > sub.cursor) sub.cursor = rev;
+      return;
+    }
+    const rev = revision(event.resourceVersion);
+    if (rev !== null && sub.cursor !== null) {
+      if (rev <= sub.cursor) return;
+      sub.cursor = rev;
+    }
+    sub.deliver(event);
+  }
+
+  private async connect(fromResourceVersion: string): Promise<WatchRefusal | null> {
+    // Spread, so that the watches of many lists do not all end and resume at the same moment.
+    const timeoutSeconds =
+      this.options.upstreamTimeoutSeconds + Math.floor((Math.random() * this.options.upstreamTimeoutSeconds) / 4);
+    const query = new URLSearchParams({
+      watch: 'true',
+      resourceVersion: fromResourceVersion,
+      allowWatchBookmarks: 'true',
+      timeoutSeconds: String(timeoutSeconds),
+    });
+    if (this.source.labelSelector) query.set('labelSelector', this.source.labelSelector);
+    if (this.source.fieldSelector) query.set('fieldSelector', this.source.fieldSelector);
+    const res = await requestCluster(this.source.conn, {
+      method: 'GET',
+      path: this.source.path,
+      query,
+      userAgent: this.options.userAgent,
+      timeoutMs: this.options.requestTimeoutMs,
+    });
+    if (this.endedFlag) {
+      res.destroy();
+      return null;
+    }
+    if (res.statusCode !== 200) return readRefusal(res);
+    this.failures = 0;
+    this.res = res;
+    // The cluster ends the watch itself after timeoutSeconds (and sends bookmarks meanwhile):
+    // silence well beyond that means the connection is dead.
+    res.setTimeout((timeoutSeconds + 60) * 1000);
+    const splitter = new LineSplitter();
+    res.on('data', (chunk: Buffer) => {
+      if (this.res !== res) return;
+      try {
+        for (const line of splitter.push(chunk)) this.receive(WatchEvent.parse(line));
+      } catch (error) {
+        this.logger.warn(`watch ${this.describe()}: unusable data from the cluster: ${(error as Error).message}`);
+        res.destroy();
+      }
+    });
+    const over = (error?: Error) => {
+      if (this.res !== res) return;
+      this.res = undefined;
+      if (this.endedFlag) return;
+      if (error) this.logger.debug(`watch ${this.describe()} broke: ${error.message}`);
+      this.reconnect(error ? 1 : 0);
+    };
+    res.on('end', () => over());
+    res.on('error', (error) => over(error));
+    res.on('close', () => over(res.complete ? undefined : new Error('connection closed')));
+    return null;
+  }
+
+  private receive(event: WatchEvent): void {
+    if (this.endedFlag) return;
+    if (event.type === 'ERROR') {
+      // The cluster gave up on this watch (410 when the version is gone): every subscriber must list again.
+      this.end(event);
+      return;
+    }
+    this.last = event.resourceVersion;
+    if (event.type !== 'BOOKMARK') {
+      this.window.push(event);
+      this.windowBytes += event.size;
+      while (
+        this.window.length > this.options.windowEvents ||
+        (this.windowBytes > this.options.windowBytes && this.window.length > 1)
+      ) {
+        const evicted = this.window.shift()!;
+        this.windowBytes -= evicted.size;
+        this.floor = revision(evicted.resourceVersion);
+      }
+    }
+    for (const sub of this.subscribers) this.offer(sub, event);
+  }
+
+  /** Resumes from the last resourceVersion seen: at once after a clean end, with back-off after failures. */
+  private reconnect(failed: number): void {
+    this.failures = failed ? this.failures + 1 : 0;
+    if (this.failures > MAX_RECONNECT_FAILURES) {
+      this.end(this.lost(502, 'the watch on the cluster could not be resumed'));
+      return;
+    }
+    const delay = this.failures === 0 ? 0 : Math.min(500 * 2 ** (this.failures - 1), 8000);
+    this.retryTimer = setTimeout(() => {
+      this.connect(this.last).then(
+        (refusal) => {
+          if (!refusal) return;
+          const status = parseStatus(refusal);
+          this.end(WatchEvent.of('ERROR', status));
+        },
+        (error: unknown) => {
+          this.logger.debug(`watch ${this.describe()}: resuming failed: ${describeError(error)}`);
+          if (!this.endedFlag) this.reconnect(1);
+        },
+      );
+    }, delay);
+    this.retryTimer.unref();
+  }
+
+  private lost(code: number, message: string): WatchEvent {
+    return WatchEvent.of('ERROR', statusObject(code, 'ServiceUnavailable', message));
+  }
+
+  private describe(): string {
+    return `${this.source.conn.clusterName}:${this.source.path}`;
+  }
+}
+
+async function readRefusal(res: IncomingMessage): Promise<WatchRefusal> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of res) {
+      size += (chunk as Buffer).length;
+      if (size > REFUSAL_BODY_LIMIT) break;
+      chunks.push(chunk as Buffer);
+    }
+  } catch {
+    /* what arrived is enough */
+  }
+  res.destroy();
+  return {
+    statusCode: res.statusCode ?? 502,
+    contentType: String(res.headers['content-type'] ?? 'application/json'),
+    body: Buffer.concat(chunks),
+  };
+}
+
+/** The cluster's Status in a refusal, or one built from its status code. */
+export function parseStatus(refusal: WatchRefusal): Record<string, unknown> {
+  try {
+    const body = JSON.parse(refusal.body.toString('utf8'));
+    if (body && body.kind === 'Status') return body;
+  } catch {
+    /* not JSON */
+  }
+  return statusObject(refusal.statusCode, 'Unknown', `the cluster answered ${refusal.statusCode}`);
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof HttpException) return error.message;
+  return `${classifyFailure(error)}: ${(error as Error)?.message}`;
+}
+
+export type { WatchEventType };

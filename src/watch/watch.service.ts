@@ -1,0 +1,184 @@
+import { BadRequestException, HttpException, Inject, Injectable, Logger } from '@nestjs/common';
+import type { IncomingMessage } from 'node:http';
+import { requestCluster } from '../clusters/cluster-request.js';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { parseStatus, type WatchRefusal } from './shared-watch.js';
+import { StreamRegistry } from './stream-registry.js';
+import { WatchEvent } from './watch-events.js';
+import { clusterUnreachable, WATCH_USER_AGENT, WatchHub } from './watch-hub.js';
+import { type WatchRequest, WatchStream } from './watch-stream.js';
+
+/** Objects per page of the initial list (a stream without a resourceVersion starts with every current object). */
+const PAGE_SIZE = 250;
+const PAGE_BYTES_LIMIT = 32 * 1024 * 1024;
+const LAST_EVENT_ID = /^[0-9A-Za-z._:-]{1,64}$/;
+
+interface ListPage {
+  resourceVersion: string;
+  continue?: string;
+  items: Array<Record<string, any>>;
+}
+
+/** Opens client watch streams: limits, the initial list when asked for, and joining the shared watch. */
+@Injectable()
+export class WatchService {
+  private readonly logger = new Logger(WatchService.name);
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly hub: WatchHub,
+    private readonly registry: StreamRegistry,
+  ) {}
+
+  /**
+   * Starts the stream on `req.reply` and resolves null once it runs; or resolves to the cluster's
+   * refusal (its status and Status body, for the route to pass through) before anything was sent.
+   */
+  async open(req: WatchRequest): Promise<WatchRefusal | null> {
+    if (req.format === 'sse') {
+      const lastEventId = req.request.headers['last-event-id'];
+      if (lastEventId !== undefined && lastEventId !== '') {
+        if (typeof lastEventId !== 'string' || !LAST_EVENT_ID.test(lastEventId)) {
+          throw new BadRequestException(['Last-Event-ID must be a resourceVersion this service sent as an event id']);
+        }
+        req = { ...req, resourceVersion: lastEventId };
+      }
+    }
+    this.registry.admit(req.caller);
+    const stream = new WatchStream(req, this.registry, this.config.watch.subscriberBufferBytes);
+    this.registry.add(stream);
+    try {
+      const fromList = req.resourceVersion === undefined || req.resourceVersion === '0';
+      return fromList ? await this.openWithList(stream) : await this.openFrom(stream, req.resourceVersion!);
+    } catch (error) {
+      if (stream.started) {
+        // Too late for an error response: the client gets the failure as the stream's last event.
+        if (error instanceof HttpException) {
+          stream.refuse(error.getStatus(), error.getStatus() === 504 ? 'Timeout' : 'ServiceUnavailable', error.message);
+        } else {
+          this.logger.error(`watch stream failed: ${(error as Error)?.stack ?? String(error)}`);
+          stream.refuse(500, 'InternalError', 'internal error');
+        }
+        return null;
+      }
+      if (!stream.closed) stream.abandon();
+      throw error;
+    }
+  }
+
+  private async openFrom(stream: WatchStream, resourceVersion: string): Promise<WatchRefusal | null> {
+    const joined = await this.hub.subscribe(stream.req.source, resourceVersion, stream);
+    if ('refusal' in joined) {
+      // An EventSource cannot read an error body: an expired version reaches it as the ERROR event it expects.
+      if (stream.isSse && joined.refusal.statusCode === 410) {
+        stream.begin();
+        stream.close(WatchEvent.of('ERROR', parseStatus(joined.refusal)));
+        return null;
+      }
+      stream.abandon();
+      return joined.refusal;
+    }
+    stream.joined(joined.watch);
+    stream.begin();
+    return null;
+  }
+
+  /** Every current object as an ADDED event (page by page, at the client's pace), then the changes since. */
+  private async openWithList(stream: WatchStream): Promise<WatchRefusal | null> {
+    const { req } = stream;
+    let page = await this.listPage(req, undefined);
+    if ('refusal' in page) {
+      stream.abandon();
+      return page.refusal;
+    }
+    const resourceVersion = page.resourceVersion;
+    stream.begin();
+    for (;;) {
+      for (const item of page.items) {
+        stream.deliverInitial(
+          WatchEvent.of('ADDED', {
+            // the order the cluster writes them in: kind and apiVersion first
+            kind: item.kind ?? req.kind,
+            apiVersion: item.apiVersion ?? req.apiVersion,
+            ...item,
+          }),
+        );
+      }
+      if (!page.continue || stream.closed) break;
+      await stream.drained();
+      if (stream.closed) break;
+      const next = await this.listPage(req, page.continue);
+      if ('refusal' in next) {
+        stream.close(WatchEvent.of('ERROR', parseStatus(next.refusal)));
+        return null;
+      }
+      page = next;
+    }
+    if (stream.closed) return null;
+    stream.position(resourceVersion);
+    let joined;
+    try {
+      joined = await this.hub.subscribe(req.source, resourceVersion, stream);
+    } catch (error) {
+      stream.refuse(502, 'ServiceUnavailable', (error as Error).message);
+      return null;
+    }
+    if ('refusal' in joined) stream.close(WatchEvent.of('ERROR', parseStatus(joined.refusal)));
+    else stream.joined(joined.watch);
+    return null;
+  }
+
+  private async listPage(req: WatchRequest, token: string | undefined): Promise<ListPage | { refusal: WatchRefusal }> {
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    if (req.source.labelSelector) query.set('labelSelector', req.source.labelSelector);
+    if (req.source.fieldSelector) query.set('fieldSelector', req.source.fieldSelector);
+    if (token) query.set('continue', token);
+    let res: IncomingMessage;
+    try {
+      res = await requestCluster(req.source.conn, {
+        method: 'GET',
+        path: req.source.path,
+        query,
+        userAgent: WATCH_USER_AGENT,
+        timeoutMs: this.config.clusterRequestTimeoutSeconds * 1000,
+      });
+    } catch (error) {
+      throw clusterUnreachable(req.source.conn.clusterName, this.config.clusterRequestTimeoutSeconds, error);
+    }
+    const body = await readLimited(res, PAGE_BYTES_LIMIT);
+    if (res.statusCode !== 200) {
+      return {
+        refusal: {
+          statusCode: res.statusCode ?? 502,
+          contentType: String(res.headers['content-type'] ?? 'application/json'),
+          body,
+        },
+      };
+    }
+    const list = JSON.parse(body.toString('utf8')) as {
+      metadata?: { resourceVersion?: string; continue?: string };
+      items?: Array<Record<string, any>>;
+    };
+    return {
+      resourceVersion: list.metadata?.resourceVersion ?? '',
+      continue: list.metadata?.continue || undefined,
+      items: list.items ?? [],
+    };
+  }
+}
+
+async function readLimited(res: IncomingMessage, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res) {
+    size += (chunk as Buffer).length;
+    if (size > limit) {
+      res.destroy();
+      throw new BadRequestException([
+        `a page of the initial list is larger than ${limit} bytes: pass a resourceVersion to watch from (list first)`,
+      ]);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
