@@ -1,4 +1,5 @@
 import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { RouteConfig } from '@nestjs/platform-fastify';
 import {
   ApiBearerAuth,
   ApiCookieAuth,
@@ -21,16 +22,32 @@ export interface AccessRule {
   withoutRole: boolean;
 }
 
+/**
+ * The same rule as Fastify route config, so the authentication hook (which runs before the body is
+ * read, where Nest's metadata is out of reach) knows whether a route is public.
+ */
+export const ACCESS_ROUTE_CONFIG = 'casAccess';
+
+function accessMetadata(rule: AccessRule): MethodDecorator & ClassDecorator {
+  const metadata = SetMetadata(ACCESS_METADATA, rule);
+  const routeConfig = RouteConfig({ [ACCESS_ROUTE_CONFIG]: rule });
+  return ((target: object, key?: string | symbol, descriptor?: PropertyDescriptor) => {
+    if (descriptor) {
+      metadata(target, key!, descriptor);
+      routeConfig(target, key!, descriptor);
+      return descriptor;
+    }
+    // On a class only the guard sees the rule: the hook then treats its routes as non-public (fails closed).
+    metadata(target as never);
+    return target;
+  }) as MethodDecorator & ClassDecorator;
+}
+
 export const SECURITY_SCHEMES = { apiKey: 'apiKey', bearer: 'bearer', cookie: 'session' } as const;
 
 /** Declares a route callable without credentials. */
 export function Public(): MethodDecorator & ClassDecorator {
-  return SetMetadata(ACCESS_METADATA, {
-    public: true,
-    admin: false,
-    publicUntilFirstUser: false,
-    withoutRole: true,
-  } satisfies AccessRule);
+  return accessMetadata({ public: true, admin: false, publicUntilFirstUser: false, withoutRole: true });
 }
 
 /**
@@ -47,7 +64,7 @@ export function Authenticated(
     withoutRole: options.withoutRole ?? false,
   };
   return applyDecorators(
-    SetMetadata(ACCESS_METADATA, rule),
+    accessMetadata(rule),
     ApiSecurity(SECURITY_SCHEMES.apiKey),
     ApiBearerAuth(SECURITY_SCHEMES.bearer),
     ApiCookieAuth(SECURITY_SCHEMES.cookie),

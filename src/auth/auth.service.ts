@@ -1,11 +1,11 @@
-import { Inject, Injectable, UnauthorizedException } from '@nestjs/common';
+import { Inject, Injectable, Logger, ServiceUnavailableException, UnauthorizedException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { LessThan, Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { UsersService } from '../users/users.service.js';
 import { UserEntity } from '../users/user.entity.js';
 import { LoginThrottleService } from './login-throttle.service.js';
-import { verifyPassword } from './passwords.js';
+import { PasswordHasher } from './passwords.js';
 import { SessionEntity } from './session.entity.js';
 import { generateSecret, SESSION_TOKEN_PREFIX, sha256Hex } from './tokens.js';
 
@@ -19,9 +19,12 @@ export interface LoginResult {
 
 @Injectable()
 export class AuthService {
+  private readonly logger = new Logger(AuthService.name);
+
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly throttle: LoginThrottleService,
+    private readonly passwords: PasswordHasher,
     private readonly usersService: UsersService,
     @InjectRepository(UserEntity) private readonly users: Repository<UserEntity>,
     @InjectRepository(SessionEntity) private readonly sessions: Repository<SessionEntity>,
@@ -29,19 +32,29 @@ export class AuthService {
 
   async login(username: string, password: string, clientAddress: string): Promise<LoginResult> {
     const keys = LoginThrottleService.keys(username, clientAddress);
-    await this.throttle.assertAllowed(keys);
+    // Counted before the password is checked, so concurrent guesses cannot all slip under the limit.
+    await this.throttle.reserve(keys);
     const user = await this.users
       .createQueryBuilder('u')
       .addSelect('u.passwordHash')
       .where('u.usernameKey = :key', { key: username.toLowerCase() })
       .getOne();
-    // Unknown users are verified against a throw-away hash: same message, same time.
-    if (!(await verifyPassword(user?.passwordHash, password)) || !user) {
-      await this.throttle.recordFailure(keys);
+    let verified: boolean;
+    try {
+      // Unknown users are verified against a throw-away hash: same message, same time.
+      verified = await this.passwords.verify(user?.passwordHash, password);
+    } catch (error) {
+      // Not verified at all (the service is busy): the attempt does not count.
+      if (error instanceof ServiceUnavailableException) await this.throttle.release(keys, { clearUser: false });
+      throw error;
+    }
+    if (!verified || !user) throw new UnauthorizedException(BAD_LOGIN);
+    if (!user.enabled) {
+      // The same answer as a wrong password: a caller must not learn that the password was right.
+      this.logger.log(`login refused: user '${user.username}' (${user.id}) is disabled`);
       throw new UnauthorizedException(BAD_LOGIN);
     }
-    if (!user.enabled) throw new UnauthorizedException('user is disabled');
-    await this.throttle.clearUser(keys);
+    await this.throttle.release(keys, { clearUser: true });
 
     const token = generateSecret(SESSION_TOKEN_PREFIX);
     const now = new Date();

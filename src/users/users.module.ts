@@ -5,11 +5,12 @@ import { UserEntity } from './user.entity.js';
 import { RolesController, UsersController } from './users.controller.js';
 import { UsersService } from './users.service.js';
 import { BootstrapUserService } from './bootstrap.service.js';
+import { PasswordHasher } from '../auth/passwords.js';
 
 @Module({
   imports: [TypeOrmModule.forFeature([UserEntity, RoleEntity])],
   controllers: [UsersController, RolesController],
-  providers: [UsersService, BootstrapUserService],
-  exports: [UsersService],
+  providers: [UsersService, BootstrapUserService, PasswordHasher],
+  exports: [UsersService, PasswordHasher],
 })
 export class UsersModule {}

@@ -9,13 +9,16 @@ import {
   IsInt,
   IsOptional,
   IsString,
-  Matches,
   Max,
   MaxLength,
   Min,
-  ValidateIf,
 } from 'class-validator';
-import { ValidateDisplayName, ValidatePassword, ValidateUsername } from '../../common/validation.js';
+import {
+  ValidateDisplayName,
+  ValidateHttpUrlOrEmpty,
+  ValidatePassword,
+  ValidateUsername,
+} from '../../common/validation.js';
 import { ROLE_NAMES, type RoleName } from '../role.entity.js';
 
 export class CreateUserDto {
@@ -35,12 +38,7 @@ export class UpdateUserDto {
   name?: string;
 
   /** An http(s) URL of at most 2048 characters, or `""` to clear it. */
-  @ApiPropertyOptional({ maxLength: 2048, example: 'https://example.com/me.png' })
-  @IsOptional()
-  @IsString()
-  @MaxLength(2048)
-  @ValidateIf((_o, value) => value !== '')
-  @Matches(/^https?:\/\/[^\s/?#]+[^\s]*$/i, { message: 'avatar_url must be an http(s) URL or ""' })
+  @ValidateHttpUrlOrEmpty({ maxLength: 2048, example: 'https://example.com/me.png' })
   avatar_url?: string;
 }
 
