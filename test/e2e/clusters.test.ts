@@ -126,7 +126,7 @@ describe('cluster registry against real control planes', () => {
     await create('wrong-ca', kubeconfigYaml([wrongCa]));
     const untrusted = await byName('wrong-ca');
     assert.equal(untrusted.status, 'error');
-    assert.match(untrusted.error, /^TLS: /);
+    assert.equal(untrusted.error, 'TLS: certificate not trusted');
   });
 
   test('an unreachable server can be registered (unreachable) and turns ok once it answers', async (ctx) => {
@@ -134,7 +134,7 @@ describe('cluster registry against real control planes', () => {
     await create('late', kubeconfigYaml([contextFor(a, { server: `https://127.0.0.1:${port}` })]));
     const before = await byName('late');
     assert.equal(before.status, 'unreachable');
-    assert.match(before.error, /ECONNREFUSED/);
+    assert.equal(before.error, 'unreachable: connection refused');
     assert.equal(before.version, '');
 
     const proxy = await tcpProxy(port, a.server);

@@ -1,6 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsBoolean, IsOptional, IsString, Matches, MaxLength, ValidateIf } from 'class-validator';
+import { IsBoolean, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { ValidateHttpUrlOrEmpty } from '../../common/validation.js';
 import { CLUSTER_NAME_PATTERN } from '../kubeconfig.js';
 
 /** Kubeconfigs are small; this bounds the work of parsing one (the admin body limit is 1 MiB). */
@@ -29,14 +30,7 @@ function ValidateConfig(description: string) {
 }
 
 function ValidateMetricsUrl() {
-  return applyDecorators(
-    ApiPropertyOptional({ maxLength: 2048, example: 'http://prometheus.monitoring:9090' }),
-    IsOptional(),
-    IsString(),
-    MaxLength(2048),
-    ValidateIf((_o, value) => value !== ''),
-    Matches(/^https?:\/\/[^\s/?#]+[^\s]*$/i, { message: 'metricsURL must be an http(s) URL or ""' }),
-  );
+  return ValidateHttpUrlOrEmpty({ maxLength: 2048, example: 'http://prometheus.monitoring:9090' });
 }
 
 export class CreateClusterDto {
