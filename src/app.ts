@@ -129,6 +129,22 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     reply.header('x-request-id', request.id);
   });
   attachDrain(app, fastify);
+  // The one safety net for errors Fastify answers from contexts Nest's filter does not cover (a body
+  // refused on a path no route matches, say): the same shape, with the request id.
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode < 400 || typeof payload !== 'string' || payload.length > 4096) return payload;
+    let body: unknown;
+    try {
+      body = JSON.parse(payload);
+    } catch {
+      return payload;
+    }
+    if (!body || typeof body !== 'object' || !('statusCode' in body) || 'requestId' in body) return payload;
+    const message = (body as { message?: unknown }).message;
+    return JSON.stringify(
+      errorBody(reply.statusCode, typeof message === 'string' ? message : 'request refused', String(request.id)),
+    );
+  });
   capConnectionsPerAddress(fastify, limits.maxConnectionsPerAddress);
   // Limits are decided on the route the router matched (after decoding), never on the raw URL.
   fastify.addHook('onRoute', (route) => {
