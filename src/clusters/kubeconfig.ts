@@ -83,13 +83,13 @@ export const KUBECONFIG_LIMITS = {
   /** Columns of a line's indentation, counting leading `- `, `? ` and `: ` indicators. */
   maxIndent: 64,
   /** Lines plus items of flow collections: what YAML parsing costs grows with it (a context takes ~15). */
-  maxNodes: 3000,
+  maxNodes: 2000,
   /** Entries in each of `clusters`, `users` and `contexts`. */
-  maxEntries: 100,
+  maxEntries: 64,
   /** Certificates in one `*-data` field. */
-  maxCertificatesPerField: 64,
+  maxCertificatesPerField: 16,
   /** Certificates in the whole document. */
-  maxCertificates: 256,
+  maxCertificates: 64,
 };
 
 /**

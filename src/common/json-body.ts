@@ -23,14 +23,20 @@ const BACKSLASH = 0x5c;
  */
 export function jsonDepthExceeds(text: string, max: number): boolean {
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === BACKSLASH) i++;
-      else if (c === QUOTE) inString = false;
-    } else if (c === QUOTE) inString = true;
-    else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
+    if (c === QUOTE) {
+      // Skip the string natively: find its closing quote (one not escaped by an odd run of backslashes).
+      let end = text.indexOf('"', i + 1);
+      while (end > 0) {
+        let backslashes = 0;
+        while (text.charCodeAt(end - 1 - backslashes) === BACKSLASH) backslashes++;
+        if (backslashes % 2 === 0) break;
+        end = text.indexOf('"', end + 1);
+      }
+      if (end < 0) return false; // unterminated: the parser reports it
+      i = end;
+    } else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
       if (++depth > max) return true;
     } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) depth--;
   }
