@@ -83,7 +83,7 @@ export const KUBECONFIG_LIMITS = {
   /** Columns of a line's indentation, counting leading `- `, `? ` and `: ` indicators. */
   maxIndent: 64,
   /** Lines plus items of flow collections: what YAML parsing costs grows with it (a context takes ~15). */
-  maxNodes: 2000,
+  maxNodes: 1200,
   /** Entries in each of `clusters`, `users` and `contexts`. */
   maxEntries: 64,
   /** Certificates in one `*-data` field. */
