@@ -89,7 +89,7 @@ export const KUBECONFIG_LIMITS = {
   /** Certificates in one `*-data` field. */
   maxCertificatesPerField: 16,
   /** Certificates in the whole document. */
-  maxCertificates: 64,
+  maxCertificates: 32,
 };
 
 /**

@@ -168,7 +168,7 @@ describe('cluster registry against real control planes', () => {
       assert.ok(took < PROBE_TIMEOUT_MS + 1500, `create took ${took} ms`);
       const c = await byName('silent');
       assert.equal(c.status, 'unreachable');
-      assert.equal(c.error, `no answer within ${PROBE_TIMEOUT_MS} ms`);
+      assert.equal(c.error, 'unreachable: no answer in time');
 
       // Over 2.5 s the 1 s background round probes the silent cluster (1 s each) at least twice.
       const latencies: number[] = [];
