@@ -1,10 +1,11 @@
-import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
-import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER, APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
 import { AccessModule } from './access/access.module.js';
 import { AuditModule } from './audit/audit.module.js';
 import { AuthModule } from './auth/auth.module.js';
 import { ClustersModule } from './clusters/clusters.module.js';
 import { HttpErrorFilter } from './common/filters/http-exception.filter.js';
+import { AppValidationPipe, StrictQueryInterceptor } from './common/strict-input.js';
 import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
@@ -33,8 +34,9 @@ export class AppModule {
       providers: [
         {
           provide: APP_PIPE,
-          useValue: new ValidationPipe({
+          useValue: new AppValidationPipe({
             whitelist: true,
+            stopAtFirstError: true,
             forbidNonWhitelisted: true,
             transform: true,
             forbidUnknownValues: true,
@@ -42,6 +44,7 @@ export class AppModule {
           }),
         },
         { provide: APP_FILTER, useClass: HttpErrorFilter },
+        { provide: APP_INTERCEPTOR, useClass: StrictQueryInterceptor },
       ],
     };
   }

@@ -4,47 +4,124 @@ import cors from '@fastify/cors';
 import helmet from '@fastify/helmet';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import { getRepositoryToken } from '@nestjs/typeorm';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { randomUUID } from 'node:crypto';
-import secureJson from 'secure-json-parse';
+import type { Socket } from 'node:net';
 import { AppModule } from './app.module.js';
-import { registerAudit } from './audit/audit.hook.js';
+import { registerAuthentication } from './auth/auth.guard.js';
+import { CredentialsService } from './auth/credentials.service.js';
 import { attachDrain } from './common/drain.js';
+import { errorBody } from './common/filters/http-exception.filter.js';
+import { BodyError, parseJsonBody } from './common/json-body.js';
 import { createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
+import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
 import { attachServiceMetrics } from './metrics/service-endpoint.js';
 import { setupSwagger } from './openapi.js';
 import { PodLogsService } from './resources/pod-logs.service.js';
+import { UserEntity } from './users/user.entity.js';
 
 export const API_PREFIX = 'api/v1';
 const MIB = 1024 * 1024;
 /** Resource routes carry whole cluster objects; everything else is small. */
 export const RESOURCE_BODY_LIMIT = 10 * MIB;
 export const ADMIN_BODY_LIMIT = 1 * MIB;
-const SMALL_BODY_ROUTES = /^\/api\/v1\/(admin|auth)(\/|\?|$)/;
+/** Resource routes are the ones whose first segment under the prefix is the `:resource` parameter. */
+const RESOURCE_ROUTE = `/${API_PREFIX}/:resource`;
+/**
+ * Longest raw path segment the router accepts: names are at most 253 characters (CONTRACT §7), and
+ * a percent-encoded one may take three bytes per character.
+ */
+export const MAX_PARAM_LENGTH = 3 * 253;
 const JSON_TYPES = [
   'application/json',
   'application/merge-patch+json',
   'application/json-patch+json',
   'application/strategic-merge-patch+json',
-  'application/apply-patch+yaml',
 ];
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function requestIdOf(headers: Record<string, string | string[] | undefined>): string {
+  const incoming = headers['x-request-id'];
+  return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+}
+
+/** An error answered on a bare socket (before Fastify has a request): still the service's shape. */
+function rawError(socket: Socket, statusCode: number, message: string): void {
+  if (socket.destroyed) return;
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    const requestId = randomUUID();
+    const body = JSON.stringify(errorBody(statusCode, message, requestId));
+    socket.write(
+      `HTTP/1.1 ${statusCode} ${errorBody(statusCode, '', '').error}\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/** Caps the open connections of one client address; the one over the cap gets a 503 and is closed. */
+function capConnectionsPerAddress(fastify: FastifyInstance, max: number): void {
+  if (max === 0) return;
+  const open = new Map<string, number>();
+  fastify.server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const count = (open.get(address) ?? 0) + 1;
+    open.set(address, count);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
+    if (count > max) rawError(socket, 503, `too many connections from one address (at most ${max})`);
+  });
+}
 
 /** Builds the configured application without listening: main.ts listens, tests use `inject()`. */
 export async function createApp(config: AppConfig): Promise<NestFastifyApplication> {
   const pino = createPino(config.logLevel);
+  const limits = config.limits;
+  const requestTimeoutMs = limits.requestTimeoutSeconds * 1000;
   const adapter = new FastifyAdapter({
     loggerInstance: pino,
     logController: new OneLineLogController(),
-    bodyLimit: RESOURCE_BODY_LIMIT,
+    // Per route below (onRoute); this one covers what no route matched.
+    bodyLimit: ADMIN_BODY_LIMIT,
     trustProxy: config.trustProxy,
-    routerOptions: { ignoreTrailingSlash: true },
-    requestIdHeader: false,
-    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
-      const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    // Receiving the request (headers and body) must finish in time; the response may take longer
+    // (a waited delete, a stream). Node checks these every second rather than every 30 s.
+    requestTimeout: requestTimeoutMs,
+    http: {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.min(requestTimeoutMs, 60_000),
+      connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
     },
-  });
+    connectionTimeout: limits.connectionTimeoutSeconds * 1000,
+    keepAliveTimeout: limits.keepAliveTimeoutSeconds * 1000,
+    requestIdHeader: false,
+    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => requestIdOf(req.headers),
+    // A malformed URL (400) or an over-long path segment (414), answered by the router before any hook.
+    frameworkErrors: (error, request, reply) => {
+      const statusCode = (error as { statusCode?: number }).statusCode ?? 400;
+      void (reply as unknown as FastifyReply)
+        .code(statusCode)
+        .header('x-request-id', request.id)
+        .send(errorBody(statusCode, error.message, String(request.id)));
+    },
+    // Errors on the socket before a request exists: a request not received in time (408), bad HTTP (400).
+    clientErrorHandler: (error: NodeJS.ErrnoException, socket: Socket) => {
+      if (error.code === 'ECONNRESET') return socket.destroy();
+      if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+        return rawError(socket, 408, `the request was not received within ${limits.requestTimeoutSeconds} s`);
+      }
+      if (error.code === 'HPE_HEADER_OVERFLOW') return rawError(socket, 431, 'request headers are too large');
+      rawError(socket, 400, 'malformed HTTP request');
+    },
+  } as ConstructorParameters<typeof FastifyAdapter>[0]);
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config), adapter, {
     logger: new PinoNestLogger(pino),
     abortOnError: false,
@@ -55,36 +132,41 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
-
   // SIGTERM: log streams end cleanly at once, so their clients reconnect to another replica
   attachDrain(app, fastify).onDrain(() => app.get(PodLogsService).closeAll());
   attachServiceMetrics(app, fastify, config);
   registerAudit(app, fastify);
+  // The one safety net for errors Fastify answers from contexts Nest's filter does not cover (a body
+  // refused on a path no route matches, say): the same shape, with the request id.
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode < 400 || typeof payload !== 'string' || payload.length > 4096) return payload;
+    let body: unknown;
+    try {
+      body = JSON.parse(payload);
+    } catch {
+      return payload;
+    }
+    if (!body || typeof body !== 'object' || !('statusCode' in body) || 'requestId' in body) return payload;
+    const message = (body as { message?: unknown }).message;
+    return JSON.stringify(
+      errorBody(reply.statusCode, typeof message === 'string' ? message : 'request refused', String(request.id)),
+    );
+  });
+  capConnectionsPerAddress(fastify, limits.maxConnectionsPerAddress);
+  // Limits are decided on the route the router matched (after decoding), never on the raw URL.
+  fastify.addHook('onRoute', (route) => {
+    route.bodyLimit ??= route.url.startsWith(RESOURCE_ROUTE) ? RESOURCE_BODY_LIMIT : ADMIN_BODY_LIMIT;
+  });
 
   fastify.removeAllContentTypeParsers();
-  fastify.addContentTypeParser(
-    JSON_TYPES.filter((t) => !t.endsWith('yaml')),
-    { parseAs: 'string' },
-    (request, body, done) => {
-      const text = body as string;
-      if (SMALL_BODY_ROUTES.test(request.url) && Buffer.byteLength(text) > ADMIN_BODY_LIMIT) {
-        done(
-          Object.assign(new Error(`request body is larger than ${ADMIN_BODY_LIMIT} bytes`), { statusCode: 413 }),
-          undefined,
-        );
-        return;
-      }
-      if (text.trim() === '') return done(null, undefined);
-      try {
-        done(null, secureJson.parse(text, undefined, { protoAction: 'remove', constructorAction: 'remove' }));
-      } catch (error) {
-        done(
-          Object.assign(new Error(`body is not valid JSON: ${(error as Error).message}`), { statusCode: 400 }),
-          undefined,
-        );
-      }
-    },
-  );
+  fastify.addContentTypeParser(JSON_TYPES, { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string, limits.maxJsonDepth));
+    } catch (error) {
+      if (!(error instanceof BodyError)) throw error;
+      done(Object.assign(new Error(error.message), { statusCode: error.statusCode }), undefined);
+    }
+  });
 
   await app.register(helmet, {
     contentSecurityPolicy: {
@@ -105,6 +187,8 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     credentials: true,
     exposedHeaders: ['x-request-id', 'retry-after'],
   });
+  // After cookies (it reads the session cookie) and CORS (its 401 must carry CORS headers), before the body.
+  registerAuthentication(fastify, app.get(CredentialsService), app.get(getRepositoryToken(UserEntity)));
 
   app.setGlobalPrefix(API_PREFIX, { exclude: ['healthz', 'readyz'] });
   setupSwagger(app);

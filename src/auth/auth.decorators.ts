@@ -1,4 +1,5 @@
 import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { RouteConfig } from '@nestjs/platform-fastify';
 import { ApiBearerAuth, ApiCookieAuth, ApiExtension, ApiSecurity } from '@nestjs/swagger';
 import { ACCESS_EXTENSION, ApiErrors } from '../common/api-errors.js';
 import type { Caller } from './caller.js';
@@ -15,17 +16,33 @@ export interface AccessRule {
   withoutRole: boolean;
 }
 
+/**
+ * The same rule as Fastify route config, so the authentication hook (which runs before the body is
+ * read, where Nest's metadata is out of reach) knows whether a route is public.
+ */
+export const ACCESS_ROUTE_CONFIG = 'casAccess';
+
+function accessMetadata(rule: AccessRule): MethodDecorator & ClassDecorator {
+  const metadata = SetMetadata(ACCESS_METADATA, rule);
+  const routeConfig = RouteConfig({ [ACCESS_ROUTE_CONFIG]: rule });
+  return ((target: object, key?: string | symbol, descriptor?: PropertyDescriptor) => {
+    if (descriptor) {
+      metadata(target, key!, descriptor);
+      routeConfig(target, key!, descriptor);
+      return descriptor;
+    }
+    // On a class only the guard sees the rule: the hook then treats its routes as non-public (fails closed).
+    metadata(target as never);
+    return target;
+  }) as MethodDecorator & ClassDecorator;
+}
+
 export const SECURITY_SCHEMES = { apiKey: 'apiKey', bearer: 'bearer', cookie: 'session' } as const;
 
 /** Declares a route callable without credentials. */
 export function Public(): MethodDecorator & ClassDecorator {
   return applyDecorators(
-    SetMetadata(ACCESS_METADATA, {
-      public: true,
-      admin: false,
-      publicUntilFirstUser: false,
-      withoutRole: true,
-    } satisfies AccessRule),
+    accessMetadata({ public: true, admin: false, publicUntilFirstUser: false, withoutRole: true }),
     ApiExtension(ACCESS_EXTENSION, 'Public: no credentials needed.'),
   );
 }
@@ -56,7 +73,7 @@ export function Authenticated(
     withoutRole: options.withoutRole ?? false,
   };
   return applyDecorators(
-    SetMetadata(ACCESS_METADATA, rule),
+    accessMetadata(rule),
     // Alternatives, one requirement object each: a client sends one of them (`Authorization` wins over the cookie).
     ApiSecurity(SECURITY_SCHEMES.apiKey),
     ApiBearerAuth(SECURITY_SCHEMES.bearer),

@@ -2,16 +2,18 @@ import {
   CanActivate,
   ExecutionContext,
   ForbiddenException,
+  HttpException,
   Injectable,
   Logger,
   UnauthorizedException,
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { InjectRepository } from '@nestjs/typeorm';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Repository } from 'typeorm';
+import { toErrorResponse } from '../common/filters/http-exception.filter.js';
 import { UserEntity } from '../users/user.entity.js';
-import { ACCESS_METADATA, type AccessRule } from './auth.decorators.js';
+import { ACCESS_METADATA, ACCESS_ROUTE_CONFIG, type AccessRule } from './auth.decorators.js';
 import { bootstrapCaller, type Caller } from './caller.js';
 import { CredentialsService } from './credentials.service.js';
 import { SESSION_COOKIE } from './session-cookie.js';
@@ -27,6 +29,51 @@ export function presentedSecret(request: FastifyRequest): string | undefined {
   }
   const cookie = request.cookies?.[SESSION_COOKIE];
   return cookie || undefined;
+}
+
+/**
+ * Who is calling a non-public route: the resolved credential, or the bootstrap caller on a
+ * `publicUntilFirstUser` route while no user exists; 401 otherwise. Authorization is not decided here.
+ */
+async function authenticate(
+  request: FastifyRequest,
+  rule: AccessRule,
+  credentials: CredentialsService,
+  users: Repository<UserEntity>,
+): Promise<Caller> {
+  const secret = presentedSecret(request);
+  if (secret) return credentials.resolve(secret);
+  if (rule.publicUntilFirstUser && (await users.count()) === 0) {
+    return bootstrapCaller();
+  }
+  throw new UnauthorizedException('authentication required');
+}
+
+/**
+ * Authenticates in Fastify's `onRequest`, before the body is read: an anonymous or badly
+ * credentialed request to a non-public route gets its 401 without costing a parse. The route's
+ * rule comes from the route config `@Public()`/`@Authenticated()` set; the guard below then only
+ * authorizes, with the caller found here.
+ */
+export function registerAuthentication(
+  fastify: FastifyInstance,
+  credentials: CredentialsService,
+  users: Repository<UserEntity>,
+): void {
+  const logger = new Logger('Authentication');
+  fastify.addHook('onRequest', async (request, reply) => {
+    const rule = (request.routeOptions.config as { [ACCESS_ROUTE_CONFIG]?: AccessRule } | undefined)?.[
+      ACCESS_ROUTE_CONFIG
+    ];
+    if (!rule || rule.public) return;
+    try {
+      (request as RequestWithCaller).caller = await authenticate(request, rule, credentials, users);
+    } catch (error) {
+      if (!(error instanceof HttpException)) throw error;
+      const { body, headers } = toErrorResponse(error, String(request.id), logger);
+      return reply.code(body.statusCode).headers(headers).send(body);
+    }
+  });
 }
 
 /** The one global guard: every route is refused unless it declares `@Public()` or `@Authenticated()`. */
@@ -52,16 +99,10 @@ export class AuthGuard implements CanActivate {
     if (rule.public) return true;
 
     const request = context.switchToHttp().getRequest<RequestWithCaller>();
-    const secret = presentedSecret(request);
-    if (!secret) {
-      if (rule.publicUntilFirstUser && (await this.users.count()) === 0) {
-        request.caller = bootstrapCaller();
-        return true;
-      }
-      throw new UnauthorizedException('authentication required');
-    }
-    const caller = await this.credentials.resolve(secret);
+    // Normally found by the onRequest hook; resolved here only where the hook could not see the rule.
+    const caller = request.caller ?? (await authenticate(request, rule, this.credentials, this.users));
     request.caller = caller; // also on a 403: the audit row names who was refused
+    if (caller.kind === 'bootstrap') return true;
     if (rule.admin && !caller.isAdmin) throw new ForbiddenException('this route needs the admin role');
     if (!rule.withoutRole && caller.roles.length === 0) {
       throw new ForbiddenException('the caller has no role: ask an administrator for one');

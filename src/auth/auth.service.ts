@@ -1,11 +1,11 @@
-import { Inject, Injectable, UnauthorizedException } from '@nestjs/common';
+import { Inject, Injectable, Logger, ServiceUnavailableException, UnauthorizedException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { LessThan, Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { UsersService } from '../users/users.service.js';
 import { UserEntity } from '../users/user.entity.js';
 import { LoginThrottleService } from './login-throttle.service.js';
-import { verifyPassword } from './passwords.js';
+import { PasswordHasher } from './passwords.js';
 import { SessionEntity } from './session.entity.js';
 import { generateSecret, SESSION_TOKEN_PREFIX, sha256Hex } from './tokens.js';
 
@@ -27,9 +27,12 @@ export interface StartedSession {
 
 @Injectable()
 export class AuthService {
+  private readonly logger = new Logger(AuthService.name);
+
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly throttle: LoginThrottleService,
+    private readonly passwords: PasswordHasher,
     private readonly usersService: UsersService,
     @InjectRepository(UserEntity) private readonly users: Repository<UserEntity>,
     @InjectRepository(SessionEntity) private readonly sessions: Repository<SessionEntity>,
@@ -37,22 +40,33 @@ export class AuthService {
 
   async login(username: string, password: string, clientAddress: string): Promise<LoginResult> {
     const keys = LoginThrottleService.keys(username, clientAddress);
-    await this.throttle.assertAllowed(keys);
+    // Counted before the password is checked, so concurrent guesses cannot all slip under the limit.
+    await this.throttle.reserve(keys);
     const user = await this.users
       .createQueryBuilder('u')
       .addSelect('u.passwordHash')
       .where('u.usernameKey = :key', { key: username.toLowerCase() })
       .getOne();
-    // Unknown users (and single sign-on users, who have no hash) are verified against a throw-away
-    // hash: same message, same time.
-    const verified = await verifyPassword(user?.passwordHash, password);
+    let verified: boolean;
+    try {
+      // Unknown users (and single sign-on users, who have no hash) are verified against a throw-away
+      // hash: same message, same time.
+      verified = await this.passwords.verify(user?.passwordHash, password);
+    } catch (error) {
+      // Not verified at all (the service is busy): the attempt does not count.
+      if (error instanceof ServiceUnavailableException) await this.throttle.release(keys, { clearUser: false });
+      throw error;
+    }
     const allowed = this.config.passwordLogin || user?.superUser === true;
     if (!verified || !user || !allowed) {
-      await this.throttle.recordFailure(keys);
       throw new UnauthorizedException(this.config.passwordLogin ? BAD_LOGIN : BAD_LOGIN_SSO_ONLY);
     }
-    if (!user.enabled) throw new UnauthorizedException('user is disabled');
-    await this.throttle.clearUser(keys);
+    if (!user.enabled) {
+      // The same answer as a wrong password: a caller must not learn that the password was right.
+      this.logger.log(`login refused: user '${user.username}' (${user.id}) is disabled`);
+      throw new UnauthorizedException(this.config.passwordLogin ? BAD_LOGIN : BAD_LOGIN_SSO_ONLY);
+    }
+    await this.throttle.release(keys, { clearUser: true });
     const session = await this.startSession(user.id);
     return { ...session, user: await this.usersService.getUser(user.id) };
   }

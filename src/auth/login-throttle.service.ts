@@ -1,13 +1,20 @@
 import { HttpException, HttpStatus, Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
-import { DataSource, In, MoreThanOrEqual, Repository } from 'typeorm';
+import { DataSource, Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
-import { runSql } from '../database/sql.js';
+import { dbDate, runSql } from '../database/sql.js';
 import { LoginThrottleEntity } from './login-throttle.entity.js';
 
+export interface ThrottleKeys {
+  user: string;
+  address: string;
+}
+
 /**
- * Counts failed logins per username and per client address in the database, so every replica
- * sees the same counts; over the limit within the window, logins are refused with 429.
+ * Counts login attempts per username and per client address in the database, so every replica
+ * sees the same counts. An attempt is counted (reserved) *before* its password is verified, in one
+ * atomic statement per key: of any number of concurrent attempts, on any number of replicas, at
+ * most the limit get verified and the rest get 429. A successful login gives its reservation back.
  */
 @Injectable()
 export class LoginThrottleService {
@@ -17,22 +24,22 @@ export class LoginThrottleService {
     @InjectRepository(LoginThrottleEntity) private readonly rows: Repository<LoginThrottleEntity>,
   ) {}
 
-  static keys(username: string, address: string) {
+  static keys(username: string, address: string): ThrottleKeys {
     return { user: `u:${username.toLowerCase().slice(0, 190)}`, address: `a:${address}` };
   }
 
-  async assertAllowed(keys: { user: string; address: string }): Promise<void> {
+  /** Counts one attempt on both keys; 429 (with the seconds until the window ends) when either is over its limit. */
+  async reserve(keys: ThrottleKeys): Promise<void> {
     const { windowSeconds, maxFailuresPerUsername, maxFailuresPerAddress } = this.config.loginThrottle;
-    const windowStart = new Date(Date.now() - windowSeconds * 1000);
-    const rows = await this.rows.find({
-      where: { key: In([keys.user, keys.address]), windowStartedAt: MoreThanOrEqual(windowStart) },
-    });
-    for (const row of rows) {
-      const limit = row.key === keys.user ? maxFailuresPerUsername : maxFailuresPerAddress;
-      if (row.failures >= limit) {
+    for (const [key, limit] of [
+      [keys.address, maxFailuresPerAddress],
+      [keys.user, maxFailuresPerUsername],
+    ] as const) {
+      const { failures, windowStartedAt } = await this.increment(key);
+      if (failures > limit) {
         const retryAfter = Math.max(
           1,
-          Math.ceil((row.windowStartedAt.getTime() + windowSeconds * 1000 - Date.now()) / 1000),
+          Math.ceil((windowStartedAt.getTime() + windowSeconds * 1000 - Date.now()) / 1000),
         );
         throw new HttpException(
           { message: `too many failed logins; try again in ${retryAfter} s`, retryAfter },
@@ -42,24 +49,39 @@ export class LoginThrottleService {
     }
   }
 
-  async recordFailure(keys: { user: string; address: string }): Promise<void> {
+  /** One atomic statement: a new window starts at 1, otherwise the count goes up; returns the new count. */
+  private async increment(key: string): Promise<{ failures: number; windowStartedAt: Date }> {
     const now = new Date();
     const windowStart = new Date(now.getTime() - this.config.loginThrottle.windowSeconds * 1000);
-    for (const key of [keys.user, keys.address]) {
-      // One atomic statement per key: concurrent failures on any replica all count.
-      await runSql(
-        this.dataSource,
-        `INSERT INTO login_throttle (key, failures, window_started_at) VALUES (:key, 1, :now)
-         ON CONFLICT (key) DO UPDATE SET
-           failures = CASE WHEN login_throttle.window_started_at < :windowStart THEN 1 ELSE login_throttle.failures + 1 END,
-           window_started_at = CASE WHEN login_throttle.window_started_at < :windowStart THEN :now ELSE login_throttle.window_started_at END`,
-        { key, now, windowStart },
-      );
-    }
+    const rows = await runSql<{ failures: number | string; window_started_at: Date | string }>(
+      this.dataSource,
+      `INSERT INTO login_throttle (key, failures, window_started_at) VALUES (:key, 1, :now)
+       ON CONFLICT (key) DO UPDATE SET
+         failures = CASE WHEN login_throttle.window_started_at < :windowStart THEN 1 ELSE login_throttle.failures + 1 END,
+         window_started_at = CASE WHEN login_throttle.window_started_at < :windowStart THEN :now ELSE login_throttle.window_started_at END
+       RETURNING failures, window_started_at`,
+      { key, now, windowStart },
+    );
+    return { failures: Number(rows[0].failures), windowStartedAt: dbDate(rows[0].window_started_at) };
   }
 
-  /** A successful login clears its username's count (the address count stays: it limits guessing many accounts). */
-  async clearUser(keys: { user: string }): Promise<void> {
-    await this.rows.delete({ key: keys.user });
+  /**
+   * A successful login (or an attempt that was never verified) gives its reservation back: the
+   * username's count is cleared, the address's goes down by one (it still limits guessing many accounts).
+   */
+  async release(keys: ThrottleKeys, options: { clearUser: boolean }): Promise<void> {
+    if (options.clearUser) await this.rows.delete({ key: keys.user });
+    else await this.decrement(keys.user);
+    await this.decrement(keys.address);
+  }
+
+  private async decrement(key: string): Promise<void> {
+    await runSql(
+      this.dataSource,
+      `UPDATE login_throttle SET failures = failures - 1 WHERE key = :key AND failures > 0`,
+      {
+        key,
+      },
+    );
   }
 }

@@ -1,4 +1,6 @@
+import { Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
 import argon2 from 'argon2';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
 
 /** argon2id with the library's defaults (64 MiB, 3 passes, 4 lanes). */
 export function hashPassword(password: string): Promise<string> {
@@ -18,4 +20,73 @@ export async function verifyPassword(hash: string | null | undefined, password: 
     return false;
   }
   return argon2.verify(hash, password).catch(() => false);
+}
+
+/** The work limiter is full: the caller should come back shortly. */
+export class BusyError extends Error {}
+
+/**
+ * Runs at most `concurrency` tasks at once; up to `maxWaiting` more wait their turn in order, and
+ * anything beyond that is refused at once with BusyError (so waiting is bounded too).
+ */
+export class WorkLimiter {
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(
+    private readonly concurrency: number,
+    private readonly maxWaiting: number,
+  ) {}
+
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.running >= this.concurrency) {
+      if (this.waiting.length >= this.maxWaiting) throw new BusyError('too many operations waiting');
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    } else {
+      this.running++;
+    }
+    try {
+      return await task();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+}
+
+/**
+ * Every password hash and verification of the running service goes through here: argon2id takes
+ * 64 MiB and ~200 ms of a libuv thread, and the thread pool (4 threads) is shared with DNS lookups
+ * and file I/O, so a burst of logins must queue here instead of starving everything else.
+ */
+@Injectable()
+export class PasswordHasher {
+  private readonly limiter: WorkLimiter;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.limiter = new WorkLimiter(config.limits.passwordHashConcurrency, config.limits.passwordHashQueue);
+  }
+
+  hash(password: string): Promise<string> {
+    return this.limited(() => hashPassword(password));
+  }
+
+  verify(hash: string | null | undefined, password: string): Promise<boolean> {
+    return this.limited(() => verifyPassword(hash, password));
+  }
+
+  private async limited<T>(task: () => Promise<T>): Promise<T> {
+    try {
+      return await this.limiter.run(task);
+    } catch (error) {
+      if (error instanceof BusyError) {
+        throw new ServiceUnavailableException({
+          message: 'too many password checks in progress; try again in a moment',
+          retryAfter: 1,
+        });
+      }
+      throw error;
+    }
+  }
 }

@@ -5,7 +5,7 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { Leases } from '../database/leases.js';
 import { ClusterClientFactory, ClusterUnusableError } from './cluster-client.factory.js';
 import type { ClusterConnection } from './cluster-connection.js';
-import { classifyFailure, requestCluster } from './cluster-request.js';
+import { classifyFailure, describeFailure, requestCluster } from './cluster-request.js';
 import { probeMetricsEndpoint } from '../metrics/metrics-probe.js';
 import { ClusterEntity, type ProbeStatus } from './cluster.entity.js';
 
@@ -140,6 +140,7 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
         path: '/version',
         userAgent: USER_AGENT,
         timeoutMs: this.config.clusters.probeTimeoutMs,
+        addressPolicy: { allowLinkLocal: this.config.limits.allowLinkLocalClusters },
       });
       const chunks: Buffer[] = [];
       let size = 0;
@@ -147,28 +148,22 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
         size += (chunk as Buffer).length;
         if (size <= MAX_BODY) chunks.push(chunk as Buffer);
       }
-      return interpret(res.statusCode ?? 0, res.statusMessage ?? '', Buffer.concat(chunks).toString('utf8'));
+      return interpret(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'));
     } catch (error) {
-      const message = (error as Error).message || String(error);
-      switch (classifyFailure(error)) {
-        case 'timeout':
-        case 'unreachable':
-          return { status: 'unreachable', error: message };
-        case 'tls':
-          return { status: 'error', error: `TLS: ${message}` };
-        default:
-          return { status: 'error', error: message };
-      }
+      // Only a short class is stored: the raw message would hand out connection and TLS details.
+      const failure = classifyFailure(error);
+      const status = failure === 'timeout' || failure === 'unreachable' ? 'unreachable' : 'error';
+      return { status, error: describeFailure(error) };
     }
   }
 }
 
-function interpret(statusCode: number, statusMessage: string, body: string): ProbeResult {
+function interpret(statusCode: number, body: string): ProbeResult {
+  // The status text is the server's own words: only the code is kept.
   if (statusCode === 401 || statusCode === 403) {
-    return { status: 'error', error: `the cluster refused the credentials (HTTP ${statusCode} ${statusMessage})` };
+    return { status: 'error', error: `the cluster refused the credentials (HTTP ${statusCode})` };
   }
-  if (statusCode !== 200)
-    return { status: 'error', error: `GET /version answered HTTP ${statusCode} ${statusMessage}` };
+  if (statusCode !== 200) return { status: 'error', error: `GET /version answered HTTP ${statusCode}` };
   try {
     const version = (JSON.parse(body) as { gitVersion?: unknown }).gitVersion;
     if (typeof version === 'string' && version !== '') return { status: 'ok', version, error: null };

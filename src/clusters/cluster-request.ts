@@ -3,6 +3,8 @@ import https from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { outcomeOfStatus, recordClusterRequest } from '../metrics/service-metrics.js';
 import type { Impersonation } from '../access/impersonation.js';
+import { isIP } from 'node:net';
+import { AddressNotAllowedError, type AddressPolicy, policyLookup, refusedAddress } from './address-policy.js';
 import type { ClusterConnection } from './cluster-connection.js';
 
 export interface ClusterRequest {
@@ -20,7 +22,11 @@ export interface ClusterRequest {
   impersonate?: Impersonation;
   /** How long the answer may take to start, and how long its body may stall. */
   timeoutMs: number;
+  /** Which addresses may be connected to; without it, link-local and metadata addresses are refused. */
+  addressPolicy?: AddressPolicy;
 }
+
+const DEFAULT_POLICY: AddressPolicy = { allowLinkLocal: false };
 
 /** The cluster did not answer (or stopped sending) within the request's time-out. */
 export class ClusterTimeoutError extends Error {}
@@ -70,9 +76,15 @@ function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<Inco
     headers['content-type'] = request.contentType ?? 'application/json';
     headers['content-length'] = request.body.length;
   }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const policy = request.addressPolicy ?? DEFAULT_POLICY;
+  // A literal address is never looked up, so it is checked here; a name is checked as it resolves.
+  const refused = isIP(host) ? refusedAddress(host, policy) : null;
+  if (refused) return Promise.reject(new AddressNotAllowedError(`${host} is ${refused}`));
   return new Promise((resolve, reject) => {
     const req = (secure ? https : http).request({
-      host: url.hostname.replace(/^\[|\]$/g, ''),
+      host,
+      lookup: policyLookup(policy) as never,
       port: url.port || (secure ? 443 : 80),
       method: request.method,
       path,
@@ -119,11 +131,40 @@ const UNREACHABLE_CODES = new Set([
   'ECONNABORTED',
 ]);
 
-/** Why a request to a cluster failed: no answer in time, nothing answering, a TLS failure, or anything else. */
-export function classifyFailure(error: unknown): 'timeout' | 'unreachable' | 'tls' | 'other' {
+/** Why a request to a cluster failed: no answer in time, nothing answering, a TLS failure, a refused address, or anything else. */
+export function classifyFailure(error: unknown): 'timeout' | 'unreachable' | 'tls' | 'address' | 'other' {
   if (error instanceof ClusterTimeoutError) return 'timeout';
+  if (error instanceof AddressNotAllowedError) return 'address';
   const code = (error as NodeJS.ErrnoException)?.code ?? '';
   if (UNREACHABLE_CODES.has(code)) return 'unreachable';
   if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code)) return 'tls';
   return 'other';
+}
+
+/**
+ * A short, fixed description of a failure, safe to store and show: never the socket's or the TLS
+ * library's own message (which carries addresses, ports and certificate details).
+ */
+export function describeFailure(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException)?.code ?? '';
+  switch (classifyFailure(error)) {
+    case 'timeout':
+      return 'unreachable: no answer in time';
+    case 'address':
+      return 'refused: the server is at a link-local or cloud metadata address';
+    case 'unreachable':
+      if (code === 'ECONNREFUSED') return 'unreachable: connection refused';
+      if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'unreachable: host name not found';
+      if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED') return 'unreachable: connection reset';
+      return 'unreachable: no route to the server';
+    case 'tls':
+      if (code === 'CERT_HAS_EXPIRED') return 'TLS: certificate expired';
+      if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return 'TLS: certificate does not match the server name';
+      if (/SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER|CERT_UNTRUSTED|CERT_SIGNATURE/.test(code)) {
+        return 'TLS: certificate not trusted';
+      }
+      return 'TLS: handshake failed';
+    default:
+      return 'error: the connection failed';
+  }
 }

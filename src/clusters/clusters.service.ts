@@ -4,6 +4,8 @@ import { EntityManager, Repository } from 'typeorm';
 import { type Caller, describeCaller } from '../auth/caller.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { isUniqueViolation, Transactions } from '../database/transactions.js';
+import { isIP } from 'node:net';
+import { refusedAddress } from './address-policy.js';
 import { ClusterClientFactory, CONFIG_PURPOSE } from './cluster-client.factory.js';
 import { ClusterHealthService } from './cluster-health.service.js';
 import { ClusterEntity } from './cluster.entity.js';
@@ -227,6 +229,16 @@ export class ClustersService {
   }
 
   private sealed(context: KubeconfigContext): Connection {
+    // A literal address is refused here already; a host name is checked each time it is resolved.
+    const host = new URL(context.cluster.server).hostname.replace(/^\[|\]$/g, '');
+    const refused = isIP(host)
+      ? refusedAddress(host, { allowLinkLocal: this.config.limits.allowLinkLocalClusters })
+      : null;
+    if (refused) {
+      throw new BadRequestException([
+        `the server of context '${context.name}' is ${refused}: refused (CAS_CLUSTER_ALLOW_LINK_LOCAL=true allows it)`,
+      ]);
+    }
     return {
       inCluster: false,
       configSealed: this.secretBox.seal(toStoredKubeconfig(context), CONFIG_PURPOSE),

@@ -6,7 +6,7 @@
 // never its value (values may be credentials).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
-import { LineCounter, parseDocument, stringify } from 'yaml';
+import { isScalar, LineCounter, parseDocument, stringify, visit } from 'yaml';
 
 /** The connection part of one cluster entry. */
 export interface KubeconfigCluster {
@@ -97,6 +97,82 @@ const REFUSED_USER_FIELDS: Record<string, string> = {
 
 type Entry = Record<string, unknown>;
 
+/**
+ * Bounds checked before (or while) a document is parsed, so no kubeconfig can hold the event loop:
+ * deep flow nesting (`[[[[…`) or compact sequences (`- - - -…`) make YAML parsing superlinear, and
+ * every certificate is parsed.
+ */
+export const KUBECONFIG_LIMITS = {
+  /** Characters of the whole document. */
+  maxLength: 512 * 1024,
+  /** Nesting of `[` and `{` (kubeconfigs use none or one level). */
+  maxFlowDepth: 16,
+  /** Columns of a line's indentation, counting leading `- `, `? ` and `: ` indicators. */
+  maxIndent: 64,
+  /** Lines plus items of flow collections: what YAML parsing costs grows with it (a context takes ~15). */
+  maxNodes: 1200,
+  /** Entries in each of `clusters`, `users` and `contexts`. */
+  maxEntries: 64,
+  /** Certificates in one `*-data` field. */
+  maxCertificatesPerField: 16,
+  /** Certificates in the whole document. */
+  maxCertificates: 32,
+};
+
+/**
+ * Why the document's structure is out of bounds, or undefined. One linear pass, no regular
+ * expression. It reads YAML's token boundaries the way the parser does (a quote or `#` only counts
+ * at the start of a token), so a quote or comment cannot hide nesting from it.
+ */
+function structureProblem(text: string): string | undefined {
+  const { maxLength, maxFlowDepth, maxIndent, maxNodes } = KUBECONFIG_LIMITS;
+  if (text.length > maxLength) return `config is larger than ${maxLength} characters`;
+  const boundary = (c: string | undefined) =>
+    c === undefined || c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '[' || c === '{' || c === ',';
+  let flow = 0;
+  let quote = '';
+  let lineStart = true;
+  let indent = 0;
+  let nodes = 0;
+  const tooMany = `config has more than ${maxNodes} lines and list items`;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === quote) {
+        if (quote === "'" && text[i + 1] === "'") i++;
+        else quote = '';
+      } else if (c === '\\' && quote === '"') i++;
+      continue;
+    }
+    if (c === '\n') {
+      lineStart = true;
+      indent = 0;
+      if (++nodes > maxNodes) return tooMany;
+      continue;
+    }
+    if (lineStart) {
+      const indicator = (c === '-' || c === '?' || c === ':') && (text[i + 1] === ' ' || text[i + 1] === '\t');
+      if (c === ' ' || c === '\t' || indicator) {
+        indent += indicator ? 2 : 1;
+        if (indicator) i++;
+        if (indent > maxIndent) return `config is indented deeper than ${maxIndent} columns`;
+        continue;
+      }
+      lineStart = false;
+    }
+    const tokenStart = boundary(text[i - 1]) || text[i - 1] === ':';
+    if ((c === '"' || c === "'") && tokenStart) quote = c;
+    else if (c === '#' && (i === 0 || text[i - 1] === ' ' || text[i - 1] === '\t' || text[i - 1] === '\n')) {
+      const end = text.indexOf('\n', i);
+      i = end < 0 ? text.length : end - 1;
+    } else if (c === '[' || c === '{') {
+      if (++flow > maxFlowDepth) return `config nests [ or { deeper than ${maxFlowDepth} levels`;
+    } else if (c === ']' || c === '}') flow = Math.max(0, flow - 1);
+    else if (c === ',' && flow > 0 && ++nodes > maxNodes) return tooMany;
+  }
+  return undefined;
+}
+
 function isMapping(value: unknown): value is Entry {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
 }
@@ -107,6 +183,28 @@ interface Document {
   contexts: Array<{ index: number; name: string; body: Entry }>;
   clusters: Map<string, { index: number; body: Entry }>;
   users: Map<string, { index: number; body: Entry }>;
+  /** Certificates the document may still make us parse. */
+  certificateBudget: { left: number };
+}
+
+/** Where the first repeated key of any mapping is (a Set per mapping: linear), or undefined. */
+function duplicateKeyOffset(doc: ReturnType<typeof parseDocument>): number | undefined {
+  let offset: number | undefined;
+  visit(doc, {
+    Map(_key, map) {
+      const seen = new Set<string>();
+      for (const item of map.items) {
+        const key = isScalar(item.key) ? `s:${String(item.key.value)}` : `n:${String(item.key)}`;
+        if (seen.has(key)) {
+          offset = (item.key as { range?: [number] } | null)?.range?.[0] ?? map.range?.[0] ?? 0;
+          return visit.BREAK;
+        }
+        seen.add(key);
+      }
+      return undefined;
+    },
+  });
+  return offset;
 }
 
 /** Parses YAML (or JSON) into the named entries of a kubeconfig; problems of shape are collected. */
@@ -115,13 +213,25 @@ function parseDocumentShape(text: string, problems: string[]): Document | undefi
     problems.push('config is empty');
     return undefined;
   }
+  const tooBig = structureProblem(text);
+  if (tooBig) {
+    problems.push(tooBig);
+    return undefined;
+  }
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
+  // yaml's own uniqueKeys compares every key with every other (quadratic): duplicates are found below instead.
+  const doc = parseDocument(text, { uniqueKeys: false, prettyErrors: false, lineCounter });
   if (doc.errors.length > 0) {
     // Without prettyErrors, yaml's messages do not quote the document (which may hold secrets).
     const error = doc.errors[0];
     const { line, col } = lineCounter.linePos(error.pos[0]);
     problems.push(`config is not valid YAML: ${error.message.slice(0, 200)} at line ${line}, column ${col}`);
+    return undefined;
+  }
+  const duplicate = duplicateKeyOffset(doc);
+  if (duplicate !== undefined) {
+    const { line, col } = lineCounter.linePos(duplicate);
+    problems.push(`config is not valid YAML: Map keys must be unique at line ${line}, column ${col}`);
     return undefined;
   }
   let root: unknown;
@@ -147,6 +257,10 @@ function parseDocumentShape(text: string, problems: string[]): Document | undefi
       problems.push(`${list} must be a list`);
       return entries;
     }
+    if (value.length > KUBECONFIG_LIMITS.maxEntries) {
+      problems.push(`${list} has more than ${KUBECONFIG_LIMITS.maxEntries} entries`);
+      return entries;
+    }
     const seen = new Set<string>();
     value.forEach((item: unknown, index: number) => {
       const path = `${list}[${index}]`;
@@ -169,6 +283,7 @@ function parseDocumentShape(text: string, problems: string[]): Document | undefi
     contexts,
     clusters: byName(named('clusters', 'cluster')),
     users: byName(named('users', 'user')),
+    certificateBudget: { left: KUBECONFIG_LIMITS.maxCertificates },
   };
 }
 
@@ -194,14 +309,36 @@ function pemData(body: Entry, field: string, path: string, problems: string[]) {
   return { base64, pem: Buffer.from(base64, 'base64').toString('utf8') };
 }
 
-function certificatesIn(pem: string): X509Certificate[] {
-  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-  return blocks.map((block) => new X509Certificate(block));
+const BEGIN = '-----BEGIN CERTIFICATE-----';
+const END = '-----END CERTIFICATE-----';
+
+/** The PEM blocks of a bundle, found with indexOf (a lazy regex over an unbounded bundle backtracks). */
+function certificateBlocks(pem: string): string[] {
+  const blocks: string[] = [];
+  let start = pem.indexOf(BEGIN);
+  while (start >= 0) {
+    const end = pem.indexOf(END, start + BEGIN.length);
+    if (end < 0) break;
+    blocks.push(pem.slice(start, end + END.length));
+    start = pem.indexOf(BEGIN, end + END.length);
+  }
+  return blocks;
 }
 
-function checkCertificates(pem: string, field: string, problems: string[]): boolean {
+function checkCertificates(pem: string, field: string, problems: string[], budget: { left: number }): boolean {
+  const blocks = certificateBlocks(pem);
+  if (blocks.length > KUBECONFIG_LIMITS.maxCertificatesPerField) {
+    problems.push(`${field} holds more than ${KUBECONFIG_LIMITS.maxCertificatesPerField} certificates`);
+    return false;
+  }
+  budget.left -= blocks.length;
+  if (budget.left < 0) {
+    problems.push(`config holds more than ${KUBECONFIG_LIMITS.maxCertificates} certificates`);
+    return false;
+  }
   try {
-    if (certificatesIn(pem).length > 0) return true;
+    for (const block of blocks) new X509Certificate(block);
+    if (blocks.length > 0) return true;
   } catch {
     /* reported below */
   }
@@ -215,7 +352,12 @@ function refuse(body: Entry, refused: Record<string, string>, path: string, prob
   }
 }
 
-function checkCluster(index: number, body: Entry, problems: string[]): KubeconfigCluster | undefined {
+function checkCluster(
+  index: number,
+  body: Entry,
+  problems: string[],
+  budget: { left: number },
+): KubeconfigCluster | undefined {
   const path = `clusters[${index}].cluster`;
   const before = problems.length;
   refuse(body, REFUSED_CLUSTER_FIELDS, path, problems);
@@ -239,7 +381,7 @@ function checkCluster(index: number, body: Entry, problems: string[]): Kubeconfi
   }
 
   const ca = pemData(body, 'certificate-authority-data', path, problems);
-  if (ca) checkCertificates(ca.pem, `${path}.certificate-authority-data`, problems);
+  if (ca) checkCertificates(ca.pem, `${path}.certificate-authority-data`, problems, budget);
 
   const insecure = body['insecure-skip-tls-verify'];
   if (insecure !== undefined && insecure !== null && typeof insecure !== 'boolean') {
@@ -264,7 +406,12 @@ function checkCluster(index: number, body: Entry, problems: string[]): Kubeconfi
   };
 }
 
-function checkUser(index: number, body: Entry, problems: string[]): KubeconfigUser | undefined {
+function checkUser(
+  index: number,
+  body: Entry,
+  problems: string[],
+  budget: { left: number },
+): KubeconfigUser | undefined {
   const path = `users[${index}].user`;
   const before = problems.length;
   refuse(body, REFUSED_USER_FIELDS, path, problems);
@@ -287,7 +434,7 @@ function checkUser(index: number, body: Entry, problems: string[]): KubeconfigUs
     problems.push(`${path}.client-certificate-data and ${path}.client-key-data must be given together`);
   }
   if (cert && key) {
-    const certOk = checkCertificates(cert.pem, `${path}.client-certificate-data`, problems);
+    const certOk = checkCertificates(cert.pem, `${path}.client-certificate-data`, problems, budget);
     let keyOk = true;
     try {
       createPrivateKey(key.pem);
@@ -333,7 +480,7 @@ function checkContext(doc: Document, name: string, problems: string[]): Kubeconf
     problems.push(`${path}.cluster '${clusterName}' is not one of the clusters`);
   } else {
     const { index, body } = doc.clusters.get(clusterName)!;
-    cluster = checkCluster(index, body, problems);
+    cluster = checkCluster(index, body, problems, doc.certificateBudget);
   }
   if (userName === undefined) {
     problems.push(`${path}.user is required: the service needs credentials`);
@@ -341,7 +488,7 @@ function checkContext(doc: Document, name: string, problems: string[]): Kubeconf
     problems.push(`${path}.user '${userName}' is not one of the users`);
   } else {
     const { index, body } = doc.users.get(userName)!;
-    user = checkUser(index, body, problems);
+    user = checkUser(index, body, problems, doc.certificateBudget);
   }
   if (problems.length > before || !cluster || !user || !clusterName || !userName) return undefined;
   return { name, ...(namespace ? { namespace } : {}), clusterName, cluster, userName, user };

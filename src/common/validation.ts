@@ -1,6 +1,6 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, Length, Matches, MaxLength, MinLength } from 'class-validator';
+import { IsOptional, IsString, Length, Matches, MaxLength, MinLength, ValidateBy } from 'class-validator';
 
 export const USERNAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]*$/;
 
@@ -36,4 +36,36 @@ export function ValidateDisplayName(options: { optional?: boolean } = {}) {
     return applyDecorators(ApiPropertyOptional({ minLength: 1, maxLength: 128 }), IsOptional(), ...decorators);
   }
   return applyDecorators(ApiProperty({ minLength: 1, maxLength: 128 }), ...decorators);
+}
+
+/**
+ * Whether a value is an http(s) URL of at most `maxLength` characters. The length is checked
+ * first and the URL is read by the WHATWG parser: no regular expression, so no input can make it
+ * backtrack (a 100,000-character value costs what reading it costs).
+ */
+export function isHttpUrl(value: unknown, maxLength: number): boolean {
+  if (typeof value !== 'string' || value.length > maxLength) return false;
+  if (!/^https?:\/\//i.test(value) || /\s/.test(value)) return false;
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** An optional http(s) URL of at most `maxLength` characters, or `""` (which clears it). */
+export function ValidateHttpUrlOrEmpty(options: { maxLength: number; example: string }) {
+  return applyDecorators(
+    ApiPropertyOptional({ maxLength: options.maxLength, example: options.example }),
+    IsOptional(),
+    ValidateBy({
+      name: 'isHttpUrlOrEmpty',
+      validator: {
+        validate: (value: unknown) => value === '' || isHttpUrl(value, options.maxLength),
+        defaultMessage: (args) =>
+          `${args?.property} must be an http(s) URL of at most ${options.maxLength} characters, or ""`,
+      },
+    }),
+  );
 }

@@ -24,6 +24,7 @@ export interface AppConfig {
   clusterRequestTimeoutSeconds: number;
   /** After SIGTERM, how long requests in flight (a waited delete, say) may take to finish. */
   shutdownGraceSeconds: number;
+  limits: LimitsConfig;
   /** Watch streams (`?watch=true`): limits and timers. */
   watch: WatchConfig;
   audit: AuditConfig;
@@ -95,6 +96,26 @@ export interface WatchConfig {
   heartbeatMs: number;
   /** The `timeoutSeconds` of each upstream watch: the cluster ends it then and it is resumed at once. */
   upstreamTimeoutSeconds: number;
+}
+
+/** Bounds on what one client can make the service do (issue 9). */
+export interface LimitsConfig {
+  /** JSON bodies nested deeper than this are refused with 400 while they are parsed. */
+  maxJsonDepth: number;
+  /** Time to receive a whole request (headers and body); the response may take longer. */
+  requestTimeoutSeconds: number;
+  /** A connection with no traffic either way for this long is closed (0: never); streams send heartbeats. */
+  connectionTimeoutSeconds: number;
+  /** How long an idle kept-alive connection stays open between requests. */
+  keepAliveTimeoutSeconds: number;
+  /** Open connections allowed from one client address (0: no cap). */
+  maxConnectionsPerAddress: number;
+  /** Password hashes/verifications (argon2id, 64 MiB each) computed at once. */
+  passwordHashConcurrency: number;
+  /** Password operations that may wait for a slot; beyond that, 503 with Retry-After. */
+  passwordHashQueue: number;
+  /** Cluster servers on link-local or cloud-metadata addresses (169.254.0.0/16, fe80::/10) are refused unless true. */
+  allowLinkLocalClusters: boolean;
 }
 
 export interface ClustersConfig {
@@ -463,6 +484,16 @@ export function loadConfig(env: Env = process.env): AppConfig {
     oidc: oidcFrom(env, port),
     audit: auditFrom(env),
     watch: watchFrom(env),
+    limits: {
+      maxJsonDepth: integer(env, 'CAS_MAX_JSON_DEPTH', 64, 2, 1000),
+      requestTimeoutSeconds: integer(env, 'CAS_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
+      connectionTimeoutSeconds: integer(env, 'CAS_CONNECTION_TIMEOUT_SECONDS', 300, 0, 86400),
+      keepAliveTimeoutSeconds: integer(env, 'CAS_KEEP_ALIVE_TIMEOUT_SECONDS', 72, 1, 3600),
+      maxConnectionsPerAddress: integer(env, 'CAS_MAX_CONNECTIONS_PER_ADDRESS', 256, 0, 1_000_000),
+      passwordHashConcurrency: integer(env, 'CAS_PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
+      passwordHashQueue: integer(env, 'CAS_PASSWORD_HASH_QUEUE', 32, 0, 10000),
+      allowLinkLocalClusters: boolean(env, 'CAS_CLUSTER_ALLOW_LINK_LOCAL', false),
+    },
   };
 }
 

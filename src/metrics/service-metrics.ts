@@ -105,7 +105,7 @@ export function recordHttpRequest(operation: string, method: string, status: num
 }
 
 /** What came of one request to a cluster. */
-export type ClusterOutcome = '2xx' | '3xx' | '4xx' | '5xx' | 'timeout' | 'unreachable' | 'tls' | 'error';
+export type ClusterOutcome = '2xx' | '3xx' | '4xx' | '5xx' | 'timeout' | 'unreachable' | 'tls' | 'address' | 'error';
 
 export function outcomeOfStatus(status: number): ClusterOutcome {
   if (status >= 200 && status < 300) return '2xx';

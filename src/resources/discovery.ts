@@ -1,4 +1,4 @@
-import { Injectable, Logger, NotFoundException } from '@nestjs/common';
+import { BadGatewayException, Injectable, Logger, NotFoundException } from '@nestjs/common';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { ResourceType } from './resource-path.js';
 import { UpstreamClient } from './upstream.js';
@@ -18,6 +18,10 @@ interface Snapshot {
   /** In preference order: the core group first, then groups in the order the cluster lists them. */
   types: ResourceType[];
 }
+
+/** A version or group as discovery names them: they become upstream path segments. */
+const SEGMENT = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const GROUP = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 /** Discovery older than this is reloaded on the next use. */
 const MAX_AGE_MS = 5 * 60_000;
@@ -83,15 +87,32 @@ export class ResourceDiscovery {
   }
 
   private async fetchAll(conn: ClusterConnection): Promise<ResourceType[]> {
-    const core = await this.upstream.getJson<{ versions: string[] }>(conn, '/api');
-    const groups = await this.upstream.getJson<{
-      groups: Array<{ name: string; preferredVersion: { groupVersion: string; version: string } }>;
-    }>(conn, '/apis');
+    // Whatever answers at the server URL may not be a Kubernetes API server: every shape is checked,
+    // and anything unexpected is a 502 naming the cluster, never a 500.
+    const notKubernetes = (path: string) =>
+      new BadGatewayException(
+        `cluster '${conn.clusterName}' answered GET ${path} with something other than Kubernetes discovery`,
+      );
+    const core = await this.upstream.getJson(conn, '/api');
+    const versions = (core as { versions?: unknown } | null)?.versions;
+    if (!Array.isArray(versions) || !versions.every((v) => typeof v === 'string' && SEGMENT.test(v))) {
+      throw notKubernetes('/api');
+    }
+    const apis = await this.upstream.getJson(conn, '/apis');
+    const groups = (apis as { groups?: unknown } | null)?.groups;
+    if (!Array.isArray(groups)) throw notKubernetes('/apis');
+    const preferred: Array<{ name: string; version: string }> = [];
+    for (const g of groups as Array<Record<string, any> | null>) {
+      const name: unknown = g?.name;
+      const version: unknown = g?.preferredVersion?.version;
+      if (typeof name !== 'string' || !GROUP.test(name) || typeof version !== 'string' || !SEGMENT.test(version)) {
+        throw notKubernetes('/apis');
+      }
+      preferred.push({ name, version });
+    }
     const lists = await Promise.all([
-      ...core.versions.slice(0, 1).map((version) => this.resourcesOf(conn, '', version, `/api/${version}`)),
-      ...groups.groups.map((g) =>
-        this.resourcesOf(conn, g.name, g.preferredVersion.version, `/apis/${g.preferredVersion.groupVersion}`),
-      ),
+      ...(versions as string[]).slice(0, 1).map((version) => this.resourcesOf(conn, '', version, `/api/${version}`)),
+      ...preferred.map((g) => this.resourcesOf(conn, g.name, g.version, `/apis/${g.name}/${g.version}`)),
     ]);
     const types = lists.flat();
     this.logger.debug(`cluster '${conn.clusterName}': ${types.length} resource types discovered`);
@@ -105,13 +126,22 @@ export class ResourceDiscovery {
     path: string,
   ): Promise<ResourceType[]> {
     try {
-      const list = await this.upstream.getJson<{ resources: APIResource[] }>(conn, path);
+      const list = await this.upstream.getJson(conn, path);
+      const resources = (list as { resources?: unknown } | null)?.resources;
+      if (!Array.isArray(resources)) throw new Error('the answer has no resources list');
+      const valid = (resources as Array<Partial<APIResource> | null>).filter(
+        (r): r is APIResource =>
+          typeof r?.name === 'string' &&
+          typeof r.kind === 'string' &&
+          typeof r.namespaced === 'boolean' &&
+          Array.isArray(r.verbs),
+      );
       const subresources = new Map<string, string[]>();
-      for (const r of list.resources) {
+      for (const r of valid) {
         const [parent, sub] = r.name.split('/', 2);
         if (sub) subresources.set(parent!, [...(subresources.get(parent!) ?? []), sub]);
       }
-      return list.resources
+      return valid
         .filter((r) => !r.name.includes('/'))
         .map((r) => ({
           group,
@@ -120,8 +150,8 @@ export class ResourceDiscovery {
           kind: r.kind,
           namespaced: r.namespaced,
           verbs: r.verbs,
-          shortNames: r.shortNames ?? [],
-          categories: r.categories ?? [],
+          shortNames: Array.isArray(r.shortNames) ? r.shortNames : [],
+          categories: Array.isArray(r.categories) ? r.categories : [],
           subresources: subresources.get(r.name) ?? [],
         }));
     } catch (error) {

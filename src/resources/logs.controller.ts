@@ -5,6 +5,7 @@ import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import { presentedSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import { ApiErrors, ResourceResponses } from '../common/api-errors.js';
+import { exemptFromIdleTimeout } from '../common/timeouts.js';
 import { PodLogQueryDto } from './dto/pod-log-query.dto.js';
 import { PodLogsService } from './pod-logs.service.js';
 import { sendAnswer } from './resources.controller.js';
@@ -50,6 +51,8 @@ export class LogsController {
       query,
     );
     if (answer.kind === 'cluster') return sendAnswer(reply, answer.response);
+    // A followed log may be quiet for long: the connection's idle time-out must not cut it.
+    exemptFromIdleTimeout(request);
     // Fastify writes the head of a streamed reply with its first byte: a followed log that is quiet
     // would leave the client without even a status. 'pipe' comes once every header is set.
     reply.raw.once('pipe', () => {

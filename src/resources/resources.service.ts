@@ -338,7 +338,7 @@ export class ResourcesService {
 
     const body = await this.upstream.readAll(r.conn, res);
     const answer = { statusCode: 200, contentType: String(res.headers['content-type'] ?? 'application/json'), body };
-    const uid = JSON.parse(body.toString('utf8'))?.metadata?.uid as string | undefined;
+    const uid = this.upstream.parseJson(r.conn, body, 'the delete')?.metadata?.uid as string | undefined;
     if (!uid) return answer; // a Status: the object is already gone
     await this.waitUntilGone(r, uid, (q.timeoutSeconds ?? DEFAULT_DELETE_WAIT_SECONDS) * 1000);
     return answer;
@@ -351,7 +351,7 @@ export class ResourcesService {
       const res = await this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path: r.path });
       const body = await this.upstream.readAll(r.conn, res);
       if (res.statusCode === 404) return;
-      if (res.statusCode === 200 && JSON.parse(body.toString('utf8'))?.metadata?.uid !== uid) return; // replaced by a new one
+      if (res.statusCode === 200 && this.upstream.parseJson(r.conn, body, 'a read')?.metadata?.uid !== uid) return; // replaced by a new one
       const left = deadline - Date.now();
       if (left <= 0) {
         throw new GatewayTimeoutException(

@@ -1,7 +1,8 @@
-import { BadGatewayException, GatewayTimeoutException, Inject, Injectable } from '@nestjs/common';
+import { BadGatewayException, GatewayTimeoutException, HttpException, Inject, Injectable } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
-import { classifyFailure, requestCluster, type ClusterRequest } from '../clusters/cluster-request.js';
+import type { AddressPolicy } from '../clusters/address-policy.js';
+import { classifyFailure, describeFailure, requestCluster, type ClusterRequest } from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 
 export const USER_AGENT = 'cluster-admin-service/1';
@@ -13,7 +14,7 @@ export const USER_AGENT = 'cluster-admin-service/1';
  */
 export const SMALL_ANSWER_BYTES = 64 * 1024;
 
-export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs'>;
+export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs' | 'addressPolicy'>;
 
 /**
  * Sends requests to a cluster. The request carries only what the service sets: the cluster's
@@ -22,26 +23,40 @@ export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs'>;
 @Injectable()
 export class UpstreamClient {
   readonly timeoutMs: number;
+  private readonly addressPolicy: AddressPolicy;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.timeoutMs = config.clusterRequestTimeoutSeconds * 1000;
+    this.addressPolicy = { allowLinkLocal: config.limits.allowLinkLocalClusters };
   }
 
   /** The cluster's response, unread, for streaming; 502/504 naming the cluster when it cannot answer. */
   send(conn: ClusterConnection, request: UpstreamRequest): Promise<IncomingMessage> {
-    return requestCluster(conn, { ...request, userAgent: USER_AGENT, timeoutMs: this.timeoutMs }).catch((error) =>
-      this.fail(conn, error),
-    );
+    return requestCluster(conn, {
+      ...request,
+      userAgent: USER_AGENT,
+      timeoutMs: this.timeoutMs,
+      addressPolicy: this.addressPolicy,
+    }).catch((error) => this.fail(conn, error));
   }
 
-  /** GET a JSON document (discovery); any non-2xx is an error. */
-  async getJson<T>(conn: ClusterConnection, path: string): Promise<T> {
+  /** Reads a cluster's JSON answer; one that is not JSON is a 502 naming the cluster, never a 500. */
+  parseJson(conn: ClusterConnection, body: Buffer, what: string): any {
+    try {
+      return JSON.parse(body.toString('utf8'));
+    } catch {
+      throw new BadGatewayException(`cluster '${conn.clusterName}' answered ${what} with something that is not JSON`);
+    }
+  }
+
+  /** GET a JSON document (discovery); any non-2xx, or an answer that is not JSON, is a 502 naming the cluster. */
+  async getJson(conn: ClusterConnection, path: string): Promise<unknown> {
     const res = await this.send(conn, { method: 'GET', path });
     const text = await this.readAll(conn, res);
     if (res.statusCode === undefined || res.statusCode >= 300) {
       throw new BadGatewayException(`cluster '${conn.clusterName}' answered ${res.statusCode} to GET ${path}`);
     }
-    return JSON.parse(text.toString('utf8')) as T;
+    return this.parseJson(conn, text, `GET ${path}`) as unknown;
   }
 
   /** The answer read whole when its Content-Length says it is small; otherwise the unread stream. */
@@ -72,9 +87,8 @@ export class UpstreamClient {
         `cluster '${conn.clusterName}' did not answer within ${this.timeoutMs / 1000} s`,
       );
     }
-    const code = (error as NodeJS.ErrnoException).code;
-    const detail = failure === 'other' || !code ? (error as Error).message : code;
-    throw new BadGatewayException(`cluster '${conn.clusterName}' could not be reached: ${detail}`);
+    if (error instanceof HttpException) throw error;
+    throw new BadGatewayException(`cluster '${conn.clusterName}' could not be reached: ${describeFailure(error)}`);
   }
 }
 

@@ -8,11 +8,12 @@ import { RolesService } from './roles.service.js';
 import { UsersController } from './users.controller.js';
 import { UsersService } from './users.service.js';
 import { BootstrapUserService } from './bootstrap.service.js';
+import { PasswordHasher } from '../auth/passwords.js';
 
 @Module({
   imports: [TypeOrmModule.forFeature([UserEntity, RoleEntity, ApiKeyEntity])],
   controllers: [UsersController, RolesController],
-  providers: [UsersService, RolesService, BootstrapUserService],
-  exports: [UsersService],
+  providers: [UsersService, RolesService, BootstrapUserService, PasswordHasher],
+  exports: [UsersService, PasswordHasher],
 })
 export class UsersModule {}

@@ -7,7 +7,7 @@ import {
 } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, In, Repository, SelectQueryBuilder } from 'typeorm';
-import { hashPassword } from '../auth/passwords.js';
+import { PasswordHasher } from '../auth/passwords.js';
 import { SessionEntity } from '../auth/session.entity.js';
 import { isUniqueViolation, Transactions } from '../database/transactions.js';
 import type {
@@ -52,13 +52,16 @@ function likePattern(search: string): string {
 export class UsersService {
   constructor(
     private readonly transactions: Transactions,
+    private readonly passwords: PasswordHasher,
     @InjectRepository(UserEntity) private readonly users: Repository<UserEntity>,
   ) {}
 
   /** Creates the first user, with role admin; refused once any user exists, atomically across replicas. */
   async createSuperUser(dto: CreateUserDto): Promise<UserEntity> {
     this.checkPasswordPolicy(dto.username, dto.password);
-    const passwordHash = await hashPassword(dto.password);
+    // A public route: refuse cheaply once bootstrapped, before spending a password hash on it.
+    if ((await this.users.count()) > 0) throw new ConflictException('the super user already exists');
+    const passwordHash = await this.passwords.hash(dto.password);
     return this.transactions.run(['users'], async (manager) => {
       if ((await manager.count(UserEntity)) > 0) throw new ConflictException('the super user already exists');
       return this.insertUser(manager, dto, passwordHash, [ROLE_ADMIN], true);
@@ -67,7 +70,7 @@ export class UsersService {
 
   async createUser(dto: CreateUserDto): Promise<UserEntity> {
     this.checkPasswordPolicy(dto.username, dto.password);
-    const passwordHash = await hashPassword(dto.password);
+    const passwordHash = await this.passwords.hash(dto.password);
     return this.transactions.run([], (manager) => this.insertUser(manager, dto, passwordHash, [ROLE_VIEWER]));
   }
 
@@ -262,7 +265,7 @@ export class UsersService {
       throw new ConflictException(`user '${user.username}' signs in with ${user.provider} and has no password here`);
     }
     this.checkPasswordPolicy(user.username, password);
-    const passwordHash = await hashPassword(password);
+    const passwordHash = await this.passwords.hash(password);
     await this.transactions.run([], async (manager) => {
       await manager.update(UserEntity, { id }, { passwordHash });
       await manager.delete(SessionEntity, { userId: id });

@@ -126,7 +126,7 @@ describe('cluster registry against real control planes', () => {
     await create('wrong-ca', kubeconfigYaml([wrongCa]));
     const untrusted = await byName('wrong-ca');
     assert.equal(untrusted.status, 'error');
-    assert.match(untrusted.error, /^TLS: /);
+    assert.equal(untrusted.error, 'TLS: certificate not trusted');
   });
 
   test('an unreachable server can be registered (unreachable) and turns ok once it answers', async (ctx) => {
@@ -134,7 +134,7 @@ describe('cluster registry against real control planes', () => {
     await create('late', kubeconfigYaml([contextFor(a, { server: `https://127.0.0.1:${port}` })]));
     const before = await byName('late');
     assert.equal(before.status, 'unreachable');
-    assert.match(before.error, /ECONNREFUSED/);
+    assert.equal(before.error, 'unreachable: connection refused');
     assert.equal(before.version, '');
 
     const proxy = await tcpProxy(port, a.server);
@@ -168,7 +168,7 @@ describe('cluster registry against real control planes', () => {
       assert.ok(took < PROBE_TIMEOUT_MS + 1500, `create took ${took} ms`);
       const c = await byName('silent');
       assert.equal(c.status, 'unreachable');
-      assert.equal(c.error, `no answer within ${PROBE_TIMEOUT_MS} ms`);
+      assert.equal(c.error, 'unreachable: no answer in time');
 
       // Over 2.5 s the 1 s background round probes the silent cluster (1 s each) at least twice.
       const latencies: number[] = [];

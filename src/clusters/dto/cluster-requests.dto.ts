@@ -1,7 +1,6 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
-import { HTTP_URL_OR_EMPTY } from '../../common/validation.js';
 import { IsMetricsUrl } from '../../metrics/metrics-url.js';
 import { CLUSTER_NAME_PATTERN } from '../kubeconfig.js';
 
@@ -32,7 +31,7 @@ function ValidateConfig(description: string) {
 
 function ValidateMetricsUrl() {
   return applyDecorators(
-    ApiPropertyOptional({ maxLength: 2048, pattern: HTTP_URL_OR_EMPTY, example: 'http://prometheus.monitoring:9090' }),
+    ApiPropertyOptional({ maxLength: 2048, example: 'http://prometheus.monitoring:9090' }),
     IsOptional(),
     IsString(),
     MaxLength(2048),

@@ -10,13 +10,17 @@ import {
   IsInt,
   IsOptional,
   IsString,
-  Matches,
   Max,
   MaxLength,
   Min,
-  ValidateIf,
+  Matches,
 } from 'class-validator';
-import { HTTP_URL_OR_EMPTY, ValidateDisplayName, ValidatePassword, ValidateUsername } from '../../common/validation.js';
+import {
+  ValidateDisplayName,
+  ValidateHttpUrlOrEmpty,
+  ValidatePassword,
+  ValidateUsername,
+} from '../../common/validation.js';
 import { ROLE_NAME_PATTERN, type RoleName } from '../role.entity.js';
 
 export class CreateUserDto {
@@ -36,12 +40,7 @@ export class UpdateUserDto {
   name?: string;
 
   /** An http(s) URL of at most 2048 characters, or `""` to clear it. */
-  @ApiPropertyOptional({ maxLength: 2048, pattern: HTTP_URL_OR_EMPTY, example: 'https://example.com/me.png' })
-  @IsOptional()
-  @IsString()
-  @MaxLength(2048)
-  @ValidateIf((_o, value) => value !== '')
-  @Matches(/^https?:\/\/[^\s/?#]+[^\s]*$/i, { message: 'avatar_url must be an http(s) URL or ""' })
+  @ValidateHttpUrlOrEmpty({ maxLength: 2048, example: 'https://example.com/me.png' })
   avatar_url?: string;
 }
 

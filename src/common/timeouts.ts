@@ -1,0 +1,11 @@
+import type { FastifyRequest } from 'fastify';
+
+/**
+ * For long-lived streaming responses (watch, logs): lifts the connection's inactivity time-out
+ * (CAS_CONNECTION_TIMEOUT_SECONDS), which would otherwise close a stream that stays quiet that long.
+ * The request time-out (CAS_REQUEST_TIMEOUT_SECONDS) only covers receiving the request and never
+ * cuts a response. The stream's owner then bounds the stream's life itself (heartbeats, limits).
+ */
+export function exemptFromIdleTimeout(request: FastifyRequest): void {
+  request.raw.socket?.setTimeout(0);
+}
