@@ -11,7 +11,6 @@ import { AuthGuard } from './auth.guard.js';
 import { AuthService } from './auth.service.js';
 import { CredentialsService } from './credentials.service.js';
 import { LoginThrottleEntity } from './login-throttle.entity.js';
-import { LoginThrottleService } from './login-throttle.service.js';
 import { OidcController } from './oidc/oidc.controller.js';
 import { OidcService } from './oidc/oidc.service.js';
 import { SessionEntity } from './session.entity.js';
@@ -26,7 +25,6 @@ import { SessionEntity } from './session.entity.js';
     AuthService,
     ApiKeysService,
     CredentialsService,
-    LoginThrottleService,
     OidcService,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],

@@ -30,23 +30,28 @@ export class LoginThrottleService {
 
   /** Counts one attempt on both keys; 429 (with the seconds until the window ends) when either is over its limit. */
   async reserve(keys: ThrottleKeys): Promise<void> {
-    const { windowSeconds, maxFailuresPerUsername, maxFailuresPerAddress } = this.config.loginThrottle;
-    for (const [key, limit] of [
-      [keys.address, maxFailuresPerAddress],
-      [keys.user, maxFailuresPerUsername],
-    ] as const) {
-      const { failures, windowStartedAt } = await this.increment(key);
-      if (failures > limit) {
-        const retryAfter = Math.max(
-          1,
-          Math.ceil((windowStartedAt.getTime() + windowSeconds * 1000 - Date.now()) / 1000),
-        );
-        throw new HttpException(
-          { message: `too many failed logins; try again in ${retryAfter} s`, retryAfter },
-          HttpStatus.TOO_MANY_REQUESTS,
-        );
-      }
-    }
+    const { maxFailuresPerUsername, maxFailuresPerAddress } = this.config.loginThrottle;
+    await this.count(keys.address, maxFailuresPerAddress, 'failed logins');
+    await this.count(keys.user, maxFailuresPerUsername, 'failed logins');
+  }
+
+  /**
+   * Counts one call of the public `create_super_user` from this address, before any other work:
+   * past the limit within the window it is a 429, so no address can keep the route busy.
+   */
+  async reserveBootstrap(address: string): Promise<void> {
+    await this.count(`s:${address}`, this.config.loginThrottle.maxBootstrapAttemptsPerAddress, 'attempts');
+  }
+
+  private async count(key: string, limit: number, what: string): Promise<void> {
+    const { failures, windowStartedAt } = await this.increment(key);
+    if (failures <= limit) return;
+    const windowMs = this.config.loginThrottle.windowSeconds * 1000;
+    const retryAfter = Math.max(1, Math.ceil((windowStartedAt.getTime() + windowMs - Date.now()) / 1000));
+    throw new HttpException(
+      { message: `too many ${what}; try again in ${retryAfter} s`, retryAfter },
+      HttpStatus.TOO_MANY_REQUESTS,
+    );
   }
 
   /** One atomic statement: a new window starts at 1, otherwise the count goes up; returns the new count. */

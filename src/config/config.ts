@@ -14,7 +14,13 @@ export interface AppConfig {
   corsOrigins: string[];
   logLevel: LogLevel;
   session: { idleSeconds: number; maxSeconds: number };
-  loginThrottle: { windowSeconds: number; maxFailuresPerUsername: number; maxFailuresPerAddress: number };
+  loginThrottle: {
+    windowSeconds: number;
+    maxFailuresPerUsername: number;
+    maxFailuresPerAddress: number;
+    /** Calls of the public `create_super_user` from one address within the window (all count, not only failures). */
+    maxBootstrapAttemptsPerAddress: number;
+  };
   /** Trust X-Forwarded-For from a proxy in front of the service (for per-address login throttling). */
   trustProxy: boolean;
   /** Unattended installs: the super user, and a kubeconfig file or the in-cluster flag to import (CONTRACT §4). */
@@ -473,6 +479,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       windowSeconds: integer(env, 'CAS_LOGIN_THROTTLE_WINDOW_SECONDS', 900, 1, 86400),
       maxFailuresPerUsername: integer(env, 'CAS_LOGIN_MAX_FAILURES_PER_USERNAME', 5, 1, 10000),
       maxFailuresPerAddress: integer(env, 'CAS_LOGIN_MAX_FAILURES_PER_ADDRESS', 20, 1, 100000),
+      maxBootstrapAttemptsPerAddress: integer(env, 'CAS_BOOTSTRAP_MAX_ATTEMPTS_PER_ADDRESS', 60, 1, 100000),
     },
     trustProxy: boolean(env, 'CAS_TRUST_PROXY', false),
     bootstrap,

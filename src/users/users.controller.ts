@@ -1,6 +1,8 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Authenticated, Public } from '../auth/auth.decorators.js';
+import { LoginThrottleService } from '../auth/login-throttle.service.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { SuccessResponseDto } from '../common/error-response.dto.js';
 import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
@@ -19,14 +21,19 @@ import { UsersService } from './users.service.js';
 @ApiTags('Users')
 @Controller('admin/users')
 export class UsersController {
-  constructor(private readonly users: UsersService) {}
+  constructor(
+    private readonly users: UsersService,
+    private readonly throttle: LoginThrottleService,
+  ) {}
 
   /** Creates the first user, an admin. Public while no user exists; 409 afterwards. */
   @Public()
   @Post('create_super_user')
   @ApiCreatedResponse({ type: UserDetailDto })
-  @ApiErrors(400, 409)
-  async createSuperUser(@Body() dto: CreateUserDto): Promise<UserDetailDto> {
+  @ApiErrors(400, 409, 429)
+  async createSuperUser(@Body() dto: CreateUserDto, @Req() request: FastifyRequest): Promise<UserDetailDto> {
+    // Public: counted per client address before anything else is done.
+    await this.throttle.reserveBootstrap(request.ip);
     return toUserDetailResponse(await this.users.createSuperUser(dto));
   }
 

@@ -9,11 +9,13 @@ import { UsersController } from './users.controller.js';
 import { UsersService } from './users.service.js';
 import { BootstrapUserService } from './bootstrap.service.js';
 import { PasswordHasher } from '../auth/passwords.js';
+import { LoginThrottleEntity } from '../auth/login-throttle.entity.js';
+import { LoginThrottleService } from '../auth/login-throttle.service.js';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([UserEntity, RoleEntity, ApiKeyEntity])],
+  imports: [TypeOrmModule.forFeature([UserEntity, RoleEntity, ApiKeyEntity, LoginThrottleEntity])],
   controllers: [UsersController, RolesController],
-  providers: [UsersService, RolesService, BootstrapUserService, PasswordHasher],
-  exports: [UsersService, PasswordHasher],
+  providers: [UsersService, RolesService, BootstrapUserService, PasswordHasher, LoginThrottleService],
+  exports: [UsersService, PasswordHasher, LoginThrottleService],
 })
 export class UsersModule {}

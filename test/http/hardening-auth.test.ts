@@ -56,7 +56,7 @@ describe('password hashing is bounded and spent only where it can succeed (findi
   let t: TestApp;
   let busy: TestApp;
   before(async () => {
-    t = await startTestApp();
+    t = await startTestApp({ env: { CAS_BOOTSTRAP_MAX_ATTEMPTS_PER_ADDRESS: '1000' } });
     busy = await startTestApp({
       env: {
         CAS_PASSWORD_HASH_CONCURRENCY: '1',
@@ -113,6 +113,34 @@ describe('password hashing is bounded and spent only where it can succeed (findi
       );
       assert.equal(Number(rows[0]?.failures ?? 0), 0, `${names[i]} was never verified, so not counted`);
     }
+  });
+});
+
+describe('create_super_user is throttled per client address (finding 2)', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp({ env: { CAS_BOOTSTRAP_MAX_ATTEMPTS_PER_ADDRESS: '3' } });
+    await createUser(t, { role: 'admin' });
+  });
+  after(() => t?.close());
+
+  const bootstrapFrom = (remoteAddress: string) =>
+    t.app.inject({
+      method: 'POST',
+      url: '/api/v1/admin/users/create_super_user',
+      remoteAddress,
+      payload: { username: 'intruder', password: 'a-long-password' },
+    });
+
+  test('past the limit an address gets 429 with Retry-After; another address is not affected', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await bootstrapFrom('198.51.100.7')).statusCode);
+    assert.deepEqual(statuses, [409, 409, 409, 429, 429]);
+    const refused = await bootstrapFrom('198.51.100.7');
+    assert.equal(refused.statusCode, 429);
+    assert.ok(Number(refused.headers['retry-after']) >= 1);
+    assert.equal(refused.json().requestId, refused.headers['x-request-id']);
+    assert.equal((await bootstrapFrom('198.51.100.8')).statusCode, 409);
   });
 });
 
