@@ -92,8 +92,8 @@ function jsonContent(schema: SchemaObject | { $ref: string }) {
 
 /**
  * What holds for every route, declared once here so that every route, including those added later,
- * joins the contract: `x-request-id` on every response, `Retry-After` on 429, 400/413/415 wherever a
- * body is parsed, 503 while shutting down, `security: []` on public routes, a description that says
+ * joins the contract: `x-request-id` on every response, `Retry-After` on 429, 400 (an unknown query
+ * parameter is refused everywhere), 413/415 wherever a body is parsed, 503 while shutting down, `security: []` on public routes, a description that says
  * who may call, the Kubernetes schemas, and the error unions of routes marked by `@ResourceResponses()`.
  */
 export function completeDocument(document: OpenAPIObject): OpenAPIObject {
@@ -134,7 +134,9 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
           responses[code].description += `\n\nOr: ${ERROR_DESCRIPTIONS[code]}`;
         }
       };
-      if (BODY_METHODS.has(method)) [400, 413, 415].forEach(addError);
+      // Every route refuses a query parameter it does not take (400 naming it), body or not.
+      addError(400);
+      if (BODY_METHODS.has(method)) [413, 415].forEach(addError);
       if (op.parameters?.some((p) => 'in' in p && p.in === 'path')) addError(414);
       addError(503);
 

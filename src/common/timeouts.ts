@@ -7,5 +7,6 @@ import type { FastifyRequest } from 'fastify';
  * cuts a response. The stream's owner then bounds the stream's life itself (heartbeats, limits).
  */
 export function exemptFromIdleTimeout(request: FastifyRequest): void {
-  request.raw.socket?.setTimeout(0);
+  const socket = request.raw.socket;
+  if (typeof socket?.setTimeout === 'function') socket.setTimeout(0); // (no real socket under inject())
 }

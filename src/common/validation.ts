@@ -57,7 +57,13 @@ export function isHttpUrl(value: unknown, maxLength: number): boolean {
 /** An optional http(s) URL of at most `maxLength` characters, or `""` (which clears it). */
 export function ValidateHttpUrlOrEmpty(options: { maxLength: number; example: string }) {
   return applyDecorators(
-    ApiPropertyOptional({ maxLength: options.maxLength, example: options.example }),
+    // The pattern only documents the scheme for clients (a prefix: no backtracking); the service checks
+    // the length first and then parses the URL (WHATWG URL), never with a regular expression.
+    ApiPropertyOptional({
+      maxLength: options.maxLength,
+      pattern: '^$|^[Hh][Tt][Tt][Pp][Ss]?://',
+      example: options.example,
+    }),
     IsOptional(),
     ValidateBy({
       name: 'isHttpUrlOrEmpty',

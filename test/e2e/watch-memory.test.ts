@@ -50,6 +50,7 @@ describe('1,000 idle SSE subscribers on one shared watch, in a real service proc
         CAS_BOOTSTRAP_USERNAME: 'admin',
         CAS_BOOTSTRAP_PASSWORD: 'admin-password-1',
         CAS_WATCH_MAX_STREAMS_PER_CALLER: '2000',
+        CAS_MAX_CONNECTIONS_PER_ADDRESS: '0', // all 1,000 subscribers come from this one address
         CAS_SHUTDOWN_GRACE_SECONDS: '60',
       },
       stdio: ['ignore', 'inherit', 'inherit'],

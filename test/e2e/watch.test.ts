@@ -303,7 +303,7 @@ describe('watch streams through the service (JSON lines and SSE), against a real
       ['watch=true&limit=5', /limit cannot be used with watch=true/],
       ['watch=true&continue=x', /continue cannot be used/],
       ['allowWatchBookmarks=true', /allowWatchBookmarks needs watch=true/],
-      ['watch=yes', /watch must be one of/],
+      ['watch=yes', /watch must be true or false/],
     ] as const) {
       const res = await request(t.app, 'GET', `/api/v1/configmaps/${ns}?${query}`, {
         token: admin,

@@ -79,7 +79,8 @@ export class ContractValidator {
     const match = this.operations.find((o) => o.method === method && o.regex.test(path));
     if (!match) {
       // Fastify's not-found answer for a path or method no route serves: it must still be the service's error.
-      if (exchange.status === 404) {
+      // The same for a URL the HTTP layer refuses before routing (a malformed escape: 400; too long: 414).
+      if ([400, 404, 414].includes(exchange.status)) {
         return this.checkBody(`${exchange.method} ${path} (no route)`, exchange, {
           'application/json': { schema: { $ref: '#/components/schemas/ErrorResponseDto' } },
         });

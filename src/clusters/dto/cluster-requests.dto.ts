@@ -1,6 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { ValidateHttpUrlOrEmpty } from '../../common/validation.js';
 import { IsMetricsUrl } from '../../metrics/metrics-url.js';
 import { CLUSTER_NAME_PATTERN } from '../kubeconfig.js';
 
@@ -30,11 +31,9 @@ function ValidateConfig(description: string) {
 }
 
 function ValidateMetricsUrl() {
+  // An http(s) URL first (length, then the URL parser); then what a metrics endpoint may not be.
   return applyDecorators(
-    ApiPropertyOptional({ maxLength: 2048, example: 'http://prometheus.monitoring:9090' }),
-    IsOptional(),
-    IsString(),
-    MaxLength(2048),
+    ValidateHttpUrlOrEmpty({ maxLength: 2048, example: 'http://prometheus.monitoring:9090' }),
     IsMetricsUrl(),
   );
 }

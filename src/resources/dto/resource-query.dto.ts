@@ -86,7 +86,7 @@ export class ObjectEventsQueryDto {
   resourceVersion?: string;
 
   /** With `watch=true`: the stream ends after this many seconds. */
-  @ApiPropertyOptional({ minimum: 1, maximum: 3600 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 3600 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()

@@ -1036,6 +1036,10 @@ export type CreateSuperUserErrors = {
      */
     415: ErrorResponseDto;
     /**
+     * Too many attempts; try again after `Retry-After` seconds
+     */
+    429: ErrorResponseDto;
+    /**
      * The service is shutting down; try again (another replica answers)
      */
     503: ErrorResponseDto;
@@ -1451,6 +1455,10 @@ export type ListRolesData = {
 
 export type ListRolesErrors = {
     /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
     401: ErrorResponseDto;
@@ -1776,6 +1784,10 @@ export type GetCurrentUserData = {
 
 export type GetCurrentUserErrors = {
     /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
     401: ErrorResponseDto;
@@ -1812,6 +1824,10 @@ export type ListApiKeysData = {
 };
 
 export type ListApiKeysErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
@@ -1943,6 +1959,10 @@ export type ListOwnApiKeysData = {
 };
 
 export type ListOwnApiKeysErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
@@ -2200,6 +2220,10 @@ export type ListClustersData = {
 
 export type ListClustersErrors = {
     /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
     401: ErrorResponseDto;
@@ -2440,6 +2464,10 @@ export type ListAvailableClustersData = {
 
 export type ListAvailableClustersErrors = {
     /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
      */
     401: ErrorResponseDto;
@@ -2470,6 +2498,10 @@ export type GetHealthData = {
 
 export type GetHealthErrors = {
     /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
      * The service is shutting down; try again (another replica answers)
      */
     503: ErrorResponseDto;
@@ -2491,6 +2523,10 @@ export type GetReadinessData = {
 };
 
 export type GetReadinessErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
     /**
      * The database does not answer
      *
