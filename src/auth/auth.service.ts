@@ -40,6 +40,8 @@ export class AuthService {
 
   async login(username: string, password: string, clientAddress: string): Promise<LoginResult> {
     const keys = LoginThrottleService.keys(username, clientAddress);
+    // A login that could not even wait for a password check is refused before it costs a database write.
+    this.passwords.assertNotBusy();
     // Counted before the password is checked, so concurrent guesses cannot all slip under the limit.
     await this.throttle.reserve(keys);
     const user = await this.users

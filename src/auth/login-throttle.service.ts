@@ -16,8 +16,14 @@ export interface ThrottleKeys {
  * atomic statement per key: of any number of concurrent attempts, on any number of replicas, at
  * most the limit get verified and the rest get 429. A successful login gives its reservation back.
  */
+/** How long this replica remembers that a key was over its limit (refusing without the database). */
+const BLOCK_MEMORY_MS = 1000;
+const MAX_REMEMBERED_BLOCKS = 10_000;
+
 @Injectable()
 export class LoginThrottleService {
+  private readonly blocked = new Map<string, { until: number; windowEndsAt: number }>();
+
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -44,11 +50,22 @@ export class LoginThrottleService {
   }
 
   private async count(key: string, limit: number, what: string): Promise<void> {
+    const now = Date.now();
+    const blocked = this.blocked.get(key);
+    // A key found over its limit a moment ago is refused without a database write: a flood of
+    // attempts costs nothing. The database stays the rule (successful logins give reservations back).
+    if (blocked && now < blocked.until) throw this.tooMany(what, blocked.windowEndsAt);
     const { failures, windowStartedAt } = await this.increment(key);
     if (failures <= limit) return;
-    const windowMs = this.config.loginThrottle.windowSeconds * 1000;
-    const retryAfter = Math.max(1, Math.ceil((windowStartedAt.getTime() + windowMs - Date.now()) / 1000));
-    throw new HttpException(
+    const windowEndsAt = windowStartedAt.getTime() + this.config.loginThrottle.windowSeconds * 1000;
+    if (this.blocked.size >= MAX_REMEMBERED_BLOCKS) this.blocked.clear();
+    this.blocked.set(key, { until: Math.min(windowEndsAt, Date.now() + BLOCK_MEMORY_MS), windowEndsAt });
+    throw this.tooMany(what, windowEndsAt);
+  }
+
+  private tooMany(what: string, windowEndsAt: number): HttpException {
+    const retryAfter = Math.max(1, Math.ceil((windowEndsAt - Date.now()) / 1000));
+    return new HttpException(
       { message: `too many ${what}; try again in ${retryAfter} s`, retryAfter },
       HttpStatus.TOO_MANY_REQUESTS,
     );

@@ -2,9 +2,14 @@ import { Inject, Injectable, ServiceUnavailableException } from '@nestjs/common'
 import argon2 from 'argon2';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 
-/** argon2id with the library's defaults (64 MiB, 3 passes, 4 lanes). */
+/**
+ * argon2id, 64 MiB and 3 passes (the library's defaults) in one lane: the library runs one thread per
+ * lane, so with four lanes a single hash took every core of a small machine and a burst of logins
+ * starved the event loop. One lane keeps each hash on one thread, and `CAS_PASSWORD_HASH_CONCURRENCY`
+ * is then the number of cores password work may take. (Stored hashes say their own parameters.)
+ */
 export function hashPassword(password: string): Promise<string> {
-  return argon2.hash(password, { type: argon2.argon2id });
+  return argon2.hash(password, { type: argon2.argon2id, parallelism: 1 });
 }
 
 let dummyHash: Promise<string> | undefined;
@@ -38,6 +43,11 @@ export class WorkLimiter {
     private readonly maxWaiting: number,
   ) {}
 
+  /** Whether a task would be refused at once (every slot busy and the queue full). */
+  get full(): boolean {
+    return this.running >= this.concurrency && this.waiting.length >= this.maxWaiting;
+  }
+
   async run<T>(task: () => Promise<T>): Promise<T> {
     if (this.running >= this.concurrency) {
       if (this.waiting.length >= this.maxWaiting) throw new BusyError('too many operations waiting');
@@ -68,6 +78,11 @@ export class PasswordHasher {
     this.limiter = new WorkLimiter(config.limits.passwordHashConcurrency, config.limits.passwordHashQueue);
   }
 
+  /** Refuses at once (503) when a password check could not even wait its turn: before any other work on it. */
+  assertNotBusy(): void {
+    if (this.limiter.full) throw this.busy();
+  }
+
   hash(password: string): Promise<string> {
     return this.limited(() => hashPassword(password));
   }
@@ -80,13 +95,15 @@ export class PasswordHasher {
     try {
       return await this.limiter.run(task);
     } catch (error) {
-      if (error instanceof BusyError) {
-        throw new ServiceUnavailableException({
-          message: 'too many password checks in progress; try again in a moment',
-          retryAfter: 1,
-        });
-      }
+      if (error instanceof BusyError) throw this.busy();
       throw error;
     }
+  }
+
+  private busy(): ServiceUnavailableException {
+    return new ServiceUnavailableException({
+      message: 'too many password checks in progress; try again in a moment',
+      retryAfter: 1,
+    });
   }
 }

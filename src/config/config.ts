@@ -497,7 +497,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       connectionTimeoutSeconds: integer(env, 'CAS_CONNECTION_TIMEOUT_SECONDS', 300, 0, 86400),
       keepAliveTimeoutSeconds: integer(env, 'CAS_KEEP_ALIVE_TIMEOUT_SECONDS', 72, 1, 3600),
       maxConnectionsPerAddress: integer(env, 'CAS_MAX_CONNECTIONS_PER_ADDRESS', 256, 0, 1_000_000),
-      passwordHashConcurrency: integer(env, 'CAS_PASSWORD_HASH_CONCURRENCY', 2, 1, 64),
+      passwordHashConcurrency: integer(env, 'CAS_PASSWORD_HASH_CONCURRENCY', 1, 1, 64),
       passwordHashQueue: integer(env, 'CAS_PASSWORD_HASH_QUEUE', 32, 0, 10000),
       allowLinkLocalClusters: boolean(env, 'CAS_CLUSTER_ALLOW_LINK_LOCAL', false),
     },
