@@ -10,7 +10,7 @@ describe('configuration: limits (issue 9)', () => {
       connectionTimeoutSeconds: 300,
       keepAliveTimeoutSeconds: 72,
       maxConnectionsPerAddress: 256,
-      passwordHashConcurrency: 2,
+      passwordHashConcurrency: 1,
       passwordHashQueue: 32,
       allowLinkLocalClusters: false,
     });
