@@ -1,6 +1,18 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, Length, Matches, MaxLength, MinLength, ValidateBy } from 'class-validator';
+import { Type } from 'class-transformer';
+import {
+  IsInt,
+  IsOptional,
+  IsString,
+  Length,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  MinLength,
+  ValidateBy,
+} from 'class-validator';
 
 export const USERNAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]*$/;
 
@@ -73,5 +85,29 @@ export function ValidateHttpUrlOrEmpty(options: { maxLength: number; example: st
           `${args?.property} must be an http(s) URL of at most ${options.maxLength} characters, or ""`,
       },
     }),
+  );
+}
+
+/** A paged list's `page` query parameter: an integer from 1 (default 1). */
+export function ValidatePage() {
+  return applyDecorators(
+    ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 }),
+    IsOptional(),
+    Type(() => Number),
+    IsInt(),
+    Min(1),
+    Max(1_000_000),
+  );
+}
+
+/** A paged list's `size` query parameter: 1–100 items a page (default 20). */
+export function ValidatePageSize() {
+  return applyDecorators(
+    ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 }),
+    IsOptional(),
+    Type(() => Number),
+    IsInt(),
+    Min(1),
+    Max(100),
   );
 }

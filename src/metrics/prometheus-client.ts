@@ -1,10 +1,15 @@
 import { BadGatewayException, GatewayTimeoutException } from '@nestjs/common';
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import {
+  AddressNotAllowedError,
+  type AddressPolicy,
+  policyLookup,
+  refusedAddress,
+} from '../clusters/address-policy.js';
 import { classifyFailure, ClusterTimeoutError } from '../clusters/cluster-request.js';
+import { readBounded } from '../common/read-bounded.js';
 import { outcomeOfStatus, recordClusterRequest, type ClusterOutcome } from './service-metrics.js';
 
 /** The only Prometheus HTTP API paths the service ever requests. */
@@ -29,43 +34,16 @@ const USER_AGENT = 'cluster-admin-service/1 (metrics)';
 
 /**
  * Link-local addresses (169.254.0.0/16, fe80::/10) include cloud metadata services: a metrics URL
- * must not lead there, whatever name it uses. Checked on the resolved address of every connection.
+ * must not lead there, whatever name it uses. The clusters' address policy decides, on the literal in
+ * the URL and on the resolved address of every connection.
  */
+const NO_LINK_LOCAL: AddressPolicy = { allowLinkLocal: false };
+
 export function isLinkLocal(address: string): boolean {
-  if (isIP(address) === 4) return address.startsWith('169.254.');
-  if (isIP(address) === 6) {
-    const lower = address.toLowerCase();
-    if (lower.startsWith('::ffff:')) {
-      // An IPv4-mapped address, dotted (`::ffff:169.254.1.1`) or as the URL parser writes it (`::ffff:a9fe:101`).
-      const mapped = lower.slice(7);
-      const hex = /^([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(mapped);
-      return hex ? parseInt(hex[1], 16) >> 8 === 169 && (parseInt(hex[1], 16) & 0xff) === 254 : isLinkLocal(mapped);
-    }
-    return /^fe[89ab]/.test(lower) || lower === 'fd00:ec2::254';
-  }
-  return false;
+  return refusedAddress(address, NO_LINK_LOCAL) !== null;
 }
 
-class LinkLocalError extends Error {
-  code = 'ELINKLOCAL';
-}
-
-function guardedLookup(
-  hostname: string,
-  options: object,
-  callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
-): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) return callback(error, []);
-    const list = addresses as LookupAddress[];
-    if (list.some((a) => isLinkLocal(a.address))) {
-      return callback(new LinkLocalError(`${hostname} resolves to a link-local address`), []);
-    }
-    if ((options as { all?: boolean }).all) return callback(null, list);
-    callback(null, list[0].address, list[0].family);
-  });
-}
-
+const guardedLookup = policyLookup(NO_LINK_LOCAL);
 const agents = {
   http: new http.Agent({ keepAlive: true, maxSockets: 64, lookup: guardedLookup as never }),
   https: new https.Agent({ keepAlive: true, maxSockets: 64, lookup: guardedLookup as never }),
@@ -79,7 +57,7 @@ export function metricsFailure(cluster: string, error: unknown, timeoutMs: numbe
     );
   }
   const code = (error as NodeJS.ErrnoException)?.code ?? '';
-  const reason = error instanceof LinkLocalError ? error.message : code || (error as Error)?.message || 'error';
+  const reason = error instanceof AddressNotAllowedError ? error.message : code || (error as Error)?.message || 'error';
   return new BadGatewayException(`the metrics endpoint of cluster '${cluster}' could not be reached (${reason})`);
 }
 
@@ -111,7 +89,7 @@ export function requestPrometheus(
   // An IP literal never goes through the lookup: refuse a link-local one here.
   if (isLinkLocal(host)) {
     record('error');
-    return Promise.reject(new LinkLocalError(`${host} is a link-local address`));
+    return Promise.reject(new AddressNotAllowedError(`${host} is a link-local address`));
   }
   return new Promise((resolve, reject) => {
     const req = (secure ? https : http).request({
@@ -140,16 +118,6 @@ export function requestPrometheus(
 }
 
 /** Reads a whole answer, refusing more than `limit` bytes. */
-export async function readBody(res: IncomingMessage, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      res.destroy();
-      throw new Error(`answer larger than ${limit} bytes`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+export function readBody(res: IncomingMessage, limit: number): Promise<Buffer> {
+  return readBounded(res, limit, (l) => new Error(`answer larger than ${l} bytes`));
 }

@@ -1,5 +1,6 @@
 import { BadGatewayException, GatewayTimeoutException, HttpException, Inject, Injectable } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
+import { readBounded } from '../common/read-bounded.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { AddressPolicy } from '../clusters/address-policy.js';
 import { classifyFailure, describeFailure, requestCluster, type ClusterRequest } from '../clusters/cluster-request.js';
@@ -92,16 +93,6 @@ export class UpstreamClient {
   }
 }
 
-async function readBody(res: IncomingMessage, limit = 8 * 1024 * 1024): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      res.destroy();
-      throw new BadGatewayException(`the cluster's answer was larger than ${limit} bytes`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+function readBody(res: IncomingMessage, limit = 8 * 1024 * 1024): Promise<Buffer> {
+  return readBounded(res, limit, (l) => new BadGatewayException(`the cluster's answer was larger than ${l} bytes`));
 }

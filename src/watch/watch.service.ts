@@ -1,5 +1,6 @@
 import { BadRequestException, HttpException, Inject, Injectable, Logger } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
+import { readBounded } from '../common/read-bounded.js';
 import { requestCluster } from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { parseStatus, type WatchRefusal } from './shared-watch.js';
@@ -167,18 +168,13 @@ export class WatchService {
   }
 }
 
-async function readLimited(res: IncomingMessage, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      res.destroy();
-      throw new BadRequestException([
-        `a page of the initial list is larger than ${limit} bytes: pass a resourceVersion to watch from (list first)`,
-      ]);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+function readLimited(res: IncomingMessage, limit: number): Promise<Buffer> {
+  return readBounded(
+    res,
+    limit,
+    (l) =>
+      new BadRequestException([
+        `a page of the initial list is larger than ${l} bytes: pass a resourceVersion to watch from (list first)`,
+      ]),
+  );
 }

@@ -7,6 +7,7 @@ import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { openWatch, summary } from './watch-client.js';
+import { createCrd } from '../support/kube.js';
 
 describe('events of any object, built-in or custom', () => {
   let cp: ControlPlane;
@@ -47,32 +48,7 @@ describe('events of any object, built-in or custom', () => {
     admin = (await signedIn(t, 'admin')).token;
     await registerCluster(t, admin, 'alpha', kubeconfigFor(cp));
     await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
-    const created = await kubeRequest(cp, 'POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
-      metadata: { name: crd },
-      spec: {
-        group,
-        scope: 'Namespaced',
-        names: { plural: 'sprockets', singular: 'sprocket', kind: 'Sprocket' },
-        versions: [
-          {
-            name: 'v1',
-            served: true,
-            storage: true,
-            schema: {
-              openAPIV3Schema: {
-                type: 'object',
-                properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-              },
-            },
-          },
-        ],
-      },
-    });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
-    await waitFor(
-      'the CRD to be served',
-      async () => (await kubeRequest(cp, 'GET', `/apis/${group}/v1/namespaces/${ns}/sprockets`)).status === 200,
-    );
+    await createCrd(cp, { group, plural: 'sprockets', kind: 'Sprocket', namespace: ns });
   });
   after(async () => {
     await kubeRequest(cp, 'DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`);

@@ -5,6 +5,7 @@ import { startTestApp, type TestApp } from '../support/app.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
+import { createCrd } from '../support/kube.js';
 
 describe('scale and status subresources', () => {
   let cp: ControlPlane;
@@ -113,32 +114,7 @@ describe('scale and status subresources', () => {
   });
 
   test('status of a custom resource with a status subresource: GET, PATCH and PUT', async () => {
-    const crd = await kubeRequest(cp, 'POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
-      metadata: { name: crdName },
-      spec: {
-        group,
-        scope: 'Namespaced',
-        names: { plural: 'gizmos', singular: 'gizmo', kind: 'Gizmo' },
-        versions: [
-          {
-            name: 'v1',
-            served: true,
-            storage: true,
-            subresources: { status: {} },
-            schema: {
-              openAPIV3Schema: {
-                type: 'object',
-                properties: {
-                  spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-                  status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-                },
-              },
-            },
-          },
-        ],
-      },
-    });
-    assert.equal(crd.status, 201, JSON.stringify(crd.body));
+    await createCrd(cp, { group, plural: 'gizmos', kind: 'Gizmo', namespace: ns, status: true });
     const created = await waitFor(
       'the CRD to be usable',
       async () => {

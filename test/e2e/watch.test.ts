@@ -8,6 +8,7 @@ import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { createUser, login, signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { openWatch, summary, type WatchClient } from './watch-client.js';
+import { createCrd } from '../support/kube.js';
 
 /** A watch straight on the apiserver, for byte-for-byte comparison: the raw lines it sends. */
 function clusterWatchLines(cp: ControlPlane, path: string): { lines: string[]; close(): void } {
@@ -67,32 +68,7 @@ describe('watch streams through the service (JSON lines and SSE), against a real
     admin = (await signedIn(t, 'admin')).token;
     await registerCluster(t, admin, 'alpha', kubeconfigFor(cp));
     await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
-    const created = await kubeRequest(cp, 'POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
-      metadata: { name: crd },
-      spec: {
-        group,
-        scope: 'Namespaced',
-        names: { plural: 'gadgets', singular: 'gadget', kind: 'Gadget' },
-        versions: [
-          {
-            name: 'v1',
-            served: true,
-            storage: true,
-            schema: {
-              openAPIV3Schema: {
-                type: 'object',
-                properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-              },
-            },
-          },
-        ],
-      },
-    });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
-    await waitFor(
-      'the CRD to be served',
-      async () => (await kubeRequest(cp, 'GET', clusterPath('gadgets'))).status === 200,
-    );
+    await createCrd(cp, { group, plural: 'gadgets', kind: 'Gadget', namespace: ns });
   });
   after(async () => {
     for (const client of open) client.close();

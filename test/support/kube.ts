@@ -55,3 +55,44 @@ export async function serviceAccountToken(
   );
   return { token, username: `system:serviceaccount:${namespace}:${name}` };
 }
+
+/**
+ * Creates a namespaced custom resource definition with one served version `v1` whose `spec` (and,
+ * with `status: true`, a status subresource) takes any fields, and waits until the apiserver serves
+ * it at `/apis/<group>/v1/namespaces/<namespace>/<plural>`.
+ */
+export async function createCrd(
+  cp: ControlPlane,
+  crd: { group: string; plural: string; kind: string; namespace: string; status?: boolean },
+): Promise<void> {
+  const anything = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };
+  const created = await kubeRequest(cp, 'POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
+    metadata: { name: `${crd.plural}.${crd.group}` },
+    spec: {
+      group: crd.group,
+      scope: 'Namespaced',
+      names: { plural: crd.plural, singular: crd.kind.toLowerCase(), kind: crd.kind },
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          ...(crd.status ? { subresources: { status: {} } } : {}),
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              properties: { spec: anything, ...(crd.status ? { status: anything } : {}) },
+            },
+          },
+        },
+      ],
+    },
+  });
+  if (created.status !== 201)
+    throw new Error(`creating CRD ${crd.plural}.${crd.group}: ${JSON.stringify(created.body)}`);
+  await waitFor(
+    `CRD ${crd.plural}.${crd.group} to be served`,
+    async () =>
+      (await kubeRequest(cp, 'GET', `/apis/${crd.group}/v1/namespaces/${crd.namespace}/${crd.plural}`)).status === 200,
+  );
+}

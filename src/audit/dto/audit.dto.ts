@@ -1,27 +1,17 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsInt, IsISO8601, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { IsISO8601, IsOptional, IsString, Length, Matches } from 'class-validator';
+import { ValidatePage, ValidatePageSize } from '../../common/validation.js';
 
 /** A date (`2026-01-31`, midnight UTC) or a date-time with `Z` or an offset. */
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
 
 export class ListAuditEventsQueryDto {
   /** Page number, from 1. */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(1_000_000)
+  @ValidatePage()
   page: number = 1;
 
   /** Events per page, 1–100. */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(100)
+  @ValidatePageSize()
   size: number = 20;
 
   /** Only events of this actor: a username or an API key name, ignoring case. */

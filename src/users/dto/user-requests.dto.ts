@@ -1,5 +1,4 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
   ArrayMinSize,
@@ -7,17 +6,16 @@ import {
   IsArray,
   IsBoolean,
   IsIn,
-  IsInt,
   IsOptional,
   IsString,
-  Max,
   MaxLength,
-  Min,
   Matches,
 } from 'class-validator';
 import {
   ValidateDisplayName,
   ValidateHttpUrlOrEmpty,
+  ValidatePage,
+  ValidatePageSize,
   ValidatePassword,
   ValidateUsername,
 } from '../../common/validation.js';
@@ -73,21 +71,11 @@ export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 export class ListUsersQueryDto {
   /** Page number, from 1. */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(1_000_000)
+  @ValidatePage()
   page: number = 1;
 
   /** Users per page, 1–100. */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(100)
+  @ValidatePageSize()
   size: number = 20;
 
   /** Case-insensitive substring of username or name; `%` and `_` match literally. */
