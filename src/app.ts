@@ -1,7 +1,6 @@
 import 'reflect-metadata';
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
-import helmet from '@fastify/helmet';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { getRepositoryToken } from '@nestjs/typeorm';
@@ -19,6 +18,7 @@ import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
 import { attachServiceMetrics } from './metrics/service-endpoint.js';
 import { setupSwagger } from './openapi.js';
+import { securityHeaders } from './common/security-headers.js';
 import { PodLogsService } from './resources/pod-logs.service.js';
 import { UserEntity } from './users/user.entity.js';
 
@@ -129,8 +129,22 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   });
   const fastify = app.getHttpAdapter().getInstance();
 
-  fastify.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id);
+  const security = securityHeaders({
+    contentSecurityPolicy: {
+      directives: {
+        defaultSrc: ["'self'"],
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        imgSrc: ["'self'", 'data:'],
+        scriptSrc: ["'self'"],
+        connectSrc: ["'self'"],
+        frameAncestors: ["'none'"],
+        upgradeInsecureRequests: null,
+      },
+    },
+  });
+  fastify.addHook('onRequest', (request, reply, done) => {
+    reply.headers(security).header('x-request-id', request.id);
+    done();
   });
   // SIGTERM: log streams end cleanly at once, so their clients reconnect to another replica
   attachDrain(app, fastify).onDrain(() => app.get(PodLogsService).closeAll());
@@ -138,18 +152,21 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   registerAudit(app, fastify);
   // The one safety net for errors Fastify answers from contexts Nest's filter does not cover (a body
   // refused on a path no route matches, say): the same shape, with the request id.
-  fastify.addHook('onSend', async (request, reply, payload) => {
-    if (reply.statusCode < 400 || typeof payload !== 'string' || payload.length > 4096) return payload;
+  fastify.addHook('onSend', (request, reply, payload, done) => {
+    if (reply.statusCode < 400 || typeof payload !== 'string' || payload.length > 4096) return done(null, payload);
     let body: unknown;
     try {
       body = JSON.parse(payload);
     } catch {
-      return payload;
+      return done(null, payload);
     }
-    if (!body || typeof body !== 'object' || !('statusCode' in body) || 'requestId' in body) return payload;
+    if (!body || typeof body !== 'object' || !('statusCode' in body) || 'requestId' in body) return done(null, payload);
     const message = (body as { message?: unknown }).message;
-    return JSON.stringify(
-      errorBody(reply.statusCode, typeof message === 'string' ? message : 'request refused', String(request.id)),
+    done(
+      null,
+      JSON.stringify(
+        errorBody(reply.statusCode, typeof message === 'string' ? message : 'request refused', String(request.id)),
+      ),
     );
   });
   capConnectionsPerAddress(fastify, limits.maxConnectionsPerAddress);
@@ -168,19 +185,6 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     }
   });
 
-  await app.register(helmet, {
-    contentSecurityPolicy: {
-      directives: {
-        defaultSrc: ["'self'"],
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        imgSrc: ["'self'", 'data:'],
-        scriptSrc: ["'self'"],
-        connectSrc: ["'self'"],
-        frameAncestors: ["'none'"],
-        upgradeInsecureRequests: null,
-      },
-    },
-  });
   await app.register(cookie);
   await app.register(cors, {
     origin: config.corsOrigins.length > 0 ? config.corsOrigins : false,

@@ -42,13 +42,21 @@ function routeKey(path: string): string {
  */
 export function attachServiceMetrics(app: NestFastifyApplication, fastify: FastifyInstance, config: AppConfig): void {
   let operations: Map<string, string> | undefined;
+  // Method and route pattern → operationId: the router has a fixed set of routes, so this stays small.
+  const byRoute = new Map<string, string>();
   fastify.addHook('onResponse', (request, reply, done) => {
     const url = request.routeOptions?.url;
     let operation = NO_ROUTE;
     if (url === METRICS_PATH) operation = 'getServiceMetrics';
     else if (url !== undefined) {
-      operations ??= operationsOf(app);
-      operation = operations.get(`${request.method} ${routeKey(url)}`) ?? 'other';
+      const route = `${request.method} ${url}`;
+      let found = byRoute.get(route);
+      if (found === undefined) {
+        operations ??= operationsOf(app);
+        found = operations.get(`${request.method} ${routeKey(url)}`) ?? 'other';
+        byRoute.set(route, found);
+      }
+      operation = found;
     }
     recordHttpRequest(operation, request.method, reply.statusCode, reply.elapsedTime / 1000);
     done();
