@@ -9,9 +9,10 @@ import {
 } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { readFileSync } from 'node:fs';
-import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { Repository } from 'typeorm';
+import { type Dispatcher, Pool } from 'undici';
+import { policyLookup } from './address-policy.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { LocalWrites } from '../database/local-writes.js';
 import type { ClusterConnection, ClusterConnections } from './cluster-connection.js';
@@ -24,6 +25,15 @@ export const CONFIG_PURPOSE = 'cas:cluster-config';
 
 /** A stored cluster that cannot be turned into a connection (its config does not open, no service account…). */
 export class ClusterUnusableError extends Error {}
+
+/** What a pool's TLS connections carry (undici passes these to `tls.connect`). */
+interface ConnectionTls {
+  ca?: string | Buffer;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  servername?: string;
+  rejectUnauthorized: boolean;
+}
 
 type ClusterKey = Pick<ClusterEntity, 'id' | 'generation'>;
 
@@ -48,14 +58,14 @@ interface CacheEntry {
 }
 
 /**
- * The only place that turns a stored cluster into a connection: a keep-alive HTTPS agent carrying
- * the cluster's TLS settings and client certificate, and its credential headers.
+ * The only place that turns a stored cluster into a connection: a keep-alive connection pool (undici)
+ * carrying the cluster's TLS settings and client certificate, and its credential headers.
  *
  * Connections are cached per cluster and tagged with the cluster's `generation`, which every change
  * of how to connect bumps. `forName` trusts a cluster's row (id, enabled, generation) for at most
  * CLUSTER_ROW_TTL_MS, so a change made through any replica is used within a second on every replica
- * (and at once on the replica that made it: `LocalWrites`); a replaced connection's agent is retired (idle sockets
- * closed at once, busy ones when their response ends).
+ * (and at once on the replica that made it: `LocalWrites`); a replaced connection's pool is retired (idle
+ * connections closed at once, busy ones when their response ends).
  */
 @Injectable()
 export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy {
@@ -116,7 +126,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     connection.catch(() => {
       if (this.cache.get(cluster.id)?.connection === connection) this.cache.delete(cluster.id);
     });
-    if (cached) void cached.connection.then((c) => retire(c.agent)).catch(() => undefined);
+    if (cached) void cached.connection.then((c) => retire(c.dispatcher)).catch(() => undefined);
     return connection;
   }
 
@@ -129,12 +139,12 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   forget(id: number): void {
     const cached = this.cache.get(id);
     this.cache.delete(id);
-    if (cached) void cached.connection.then((c) => retire(c.agent)).catch(() => undefined);
+    if (cached) void cached.connection.then((c) => retire(c.dispatcher)).catch(() => undefined);
   }
 
   onModuleDestroy(): void {
     for (const { connection } of this.cache.values()) {
-      void connection.then((c) => c.agent.destroy()).catch(() => undefined);
+      void connection.then((c) => c.dispatcher.destroy()).catch(() => undefined);
     }
     this.cache.clear();
   }
@@ -171,8 +181,8 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     }
     const { cluster } = context;
     const tls = credentialsOf(context);
-    const agent = new Agent({
-      keepAlive: true,
+    const server = new URL(cluster.server);
+    const dispatcher = this.pool(server, {
       ca: tls.ca,
       cert: tls.cert,
       key: tls.key,
@@ -185,10 +195,26 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       clusterName: row.name,
       generation: row.generation,
       impersonate: row.impersonate,
-      server: new URL(cluster.server),
-      agent,
+      server,
+      dispatcher,
+      connectTimeoutMs: this.config.clusterRequestTimeoutSeconds * 1000,
       authHeaders: () => ({ ...headers }),
     };
+  }
+
+  /**
+   * A keep-alive pool to one server. Every connection it opens resolves the server's name through
+   * the address policy (a link-local or metadata address is refused as it resolves), and gives up
+   * connecting after the cluster request time-out.
+   */
+  private pool(server: URL, tls: ConnectionTls): Dispatcher {
+    return new Pool(server.origin, {
+      connect: {
+        ...tls,
+        lookup: policyLookup({ allowLinkLocal: this.config.limits.allowLinkLocalClusters }) as never,
+        timeout: this.config.clusterRequestTimeoutSeconds * 1000,
+      },
+    });
   }
 
   /** The pod's service account: CA read once, token read per request (the kubelet rotates it). */
@@ -210,14 +236,16 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     };
     const ca = read('ca.crt');
     let token = read('token').trim();
-    const agent = new Agent({ keepAlive: true, ca, rejectUnauthorized: true });
+    const server = new URL(inClusterServer);
+    const dispatcher = this.pool(server, { ca, rejectUnauthorized: true });
     return {
       clusterId: row.id,
       clusterName: row.name,
       generation: row.generation,
       impersonate: row.impersonate,
-      server: new URL(inClusterServer),
-      agent,
+      server,
+      dispatcher,
+      connectTimeoutMs: this.config.clusterRequestTimeoutSeconds * 1000,
       authHeaders: () => {
         try {
           token = readFileSync(join(inClusterDir, 'token'), 'utf8').trim() || token;
@@ -230,8 +258,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   }
 }
 
-/** Stops an agent from keeping sockets: idle ones close now, busy ones when their response ends. */
-function retire(agent: Agent): void {
-  agent.keepSocketAlive = () => false;
-  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+/** Stops a pool from keeping connections: idle ones close now, busy ones when their response ends. */
+function retire(dispatcher: Dispatcher): void {
+  void dispatcher.close().catch(() => undefined);
 }

@@ -1,4 +1,4 @@
-import type { Agent } from 'node:https';
+import type { Dispatcher } from 'undici';
 
 /**
  * A ready-to-use connection to one registered cluster, built by ClusterClientFactory (the only
@@ -17,8 +17,13 @@ export interface ClusterConnection {
   impersonate: boolean;
   /** The API server's base URL, e.g. `https://127.0.0.1:6443` (may carry a path prefix). */
   server: URL;
-  /** Keep-alive HTTPS agent with the cluster's CA, client certificate/key and TLS settings. */
-  agent: Agent;
+  /**
+   * A keep-alive connection pool (undici) to the server, with the cluster's CA, client
+   * certificate/key, TLS settings and address policy.
+   */
+  dispatcher: Dispatcher;
+  /** How long the pool tries to connect before it gives up (absent: no bound of its own). */
+  connectTimeoutMs?: number;
   /**
    * Headers carrying the cluster credentials (`Authorization: Bearer …` or `Basic …`); empty
    * for client-certificate auth. Read per request: an in-cluster token file may rotate.

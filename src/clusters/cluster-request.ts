@@ -1,10 +1,11 @@
-import http, { type IncomingMessage } from 'node:http';
-import https from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
+import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import type { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
 import { outcomeOfStatus, recordClusterRequest } from '../metrics/service-metrics.js';
 import type { Impersonation } from '../access/impersonation.js';
-import { isIP } from 'node:net';
-import { AddressNotAllowedError, type AddressPolicy, policyLookup, refusedAddress } from './address-policy.js';
+import { AddressNotAllowedError, type AddressPolicy, refusedAddress } from './address-policy.js';
 import type { ClusterConnection } from './cluster-connection.js';
 
 export interface ClusterRequest {
@@ -20,10 +21,21 @@ export interface ClusterRequest {
    * built from the authenticated caller (never a header of the caller). Each value is checked.
    */
   impersonate?: Impersonation;
-  /** How long the answer may take to start, and how long its body may stall. */
+  /** How long the answer may take to start, and (unless `bodyTimeoutMs` says otherwise) how long its body may stall. */
   timeoutMs: number;
-  /** Which addresses may be connected to; without it, link-local and metadata addresses are refused. */
+  /** How long the body may stall between two chunks; 0: forever (a followed log). Default: `timeoutMs`. */
+  bodyTimeoutMs?: number;
+  /**
+   * Which literal addresses may be asked; without it, link-local and metadata addresses are refused.
+   * (A host name is checked as it resolves, by the connection's own policy: ClusterClientFactory.)
+   */
   addressPolicy?: AddressPolicy;
+}
+
+/** A cluster's answer, its body unread: a stream with the status and the headers (names in lower case). */
+export interface ClusterResponse extends Readable {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
 }
 
 const DEFAULT_POLICY: AddressPolicy = { allowLinkLocal: false };
@@ -31,18 +43,25 @@ const DEFAULT_POLICY: AddressPolicy = { allowLinkLocal: false };
 /** The cluster did not answer (or stopped sending) within the request's time-out. */
 export class ClusterTimeoutError extends Error {}
 
+/** undici's codes for a connection, an answer's start or its body that took too long. */
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** Methods that may be sent again when the connection broke before any answer: doing them twice changes nothing more. */
+const IDEMPOTENT = new Set(['GET', 'PUT', 'DELETE']);
+/** A kept-alive connection the server had closed meanwhile: the request never got an answer. */
+const STALE_CONNECTION = new Set(['UND_ERR_SOCKET', 'ECONNRESET']);
+
 /**
  * One request over a cluster connection, carrying only what the service sets: the cluster's
  * credentials, Accept, Content-Type and User-Agent — never a header of a caller. The answer comes
- * back unread. A kept-alive socket that the server had closed meanwhile is retried once: the
- * request never reached the server.
+ * back unread. An idempotent request whose kept-alive connection broke before any answer is sent
+ * once more.
  */
-export async function requestCluster(conn: ClusterConnection, request: ClusterRequest): Promise<IncomingMessage> {
+export async function requestCluster(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
   const started = performance.now();
   const seconds = () => (performance.now() - started) / 1000;
   try {
     const res = await requestOnce(conn, request);
-    recordClusterRequest(conn.clusterName, 'apiserver', outcomeOfStatus(res.statusCode ?? 0), seconds());
+    recordClusterRequest(conn.clusterName, 'apiserver', outcomeOfStatus(res.statusCode), seconds());
     return res;
   } catch (error) {
     const kind = classifyFailure(error);
@@ -51,59 +70,57 @@ export async function requestCluster(conn: ClusterConnection, request: ClusterRe
   }
 }
 
-async function requestOnce(conn: ClusterConnection, request: ClusterRequest): Promise<IncomingMessage> {
+async function requestOnce(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
   try {
     return await attempt(conn, request);
   } catch (error) {
-    if ((error as { reusedSocket?: boolean }).reusedSocket && (error as NodeJS.ErrnoException).code === 'ECONNRESET') {
+    if (IDEMPOTENT.has(request.method) && STALE_CONNECTION.has((error as NodeJS.ErrnoException).code ?? '')) {
       return attempt(conn, request);
     }
     throw error;
   }
 }
 
-function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<IncomingMessage> {
+async function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
   const url = conn.server;
-  const secure = url.protocol === 'https:';
-  const path = url.pathname.replace(/\/+$/, '') + request.path + (request.query?.size ? `?${request.query}` : '');
-  const headers: Record<string, string | string[] | number> = {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  // A literal address is never looked up, so it is checked here; a name is checked as it resolves.
+  const refused = isIP(host) ? refusedAddress(host, request.addressPolicy ?? DEFAULT_POLICY) : null;
+  if (refused) throw new AddressNotAllowedError(`${host} is ${refused}`);
+  const prefix = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : '';
+  const headers: Record<string, string | string[]> = {
     accept: 'application/json',
     'user-agent': request.userAgent,
     ...conn.authHeaders(),
   };
   if (request.impersonate) Object.assign(headers, impersonationHeaders(request.impersonate));
-  if (request.body) {
-    headers['content-type'] = request.contentType ?? 'application/json';
-    headers['content-length'] = request.body.length;
+  if (request.body) headers['content-type'] = request.contentType ?? 'application/json';
+  // The whole wait for the answer's start is bounded: connecting by the pool's own time-out, then the
+  // answer's start by headersTimeout, and the body by bodyTimeout. A request allowed less time than the
+  // pool gives connecting (a health probe) also gets a deadline of its own.
+  const deadline = request.timeoutMs < (conn.connectTimeoutMs ?? Infinity) ? new AbortController() : undefined;
+  const timer = deadline && setTimeout(() => deadline.abort(), request.timeoutMs);
+  const options: Dispatcher.RequestOptions = {
+    method: request.method,
+    path: prefix + request.path + (request.query?.size ? `?${request.query}` : ''),
+    headers,
+    body: request.body,
+    signal: deadline?.signal,
+    headersTimeout: request.timeoutMs,
+    bodyTimeout: request.bodyTimeoutMs ?? request.timeoutMs,
+  };
+  let answer: Dispatcher.ResponseData;
+  try {
+    answer = await conn.dispatcher.request(options);
+  } catch (error) {
+    if (deadline?.signal.aborted || TIMEOUT_CODES.has((error as NodeJS.ErrnoException).code ?? '')) {
+      throw new ClusterTimeoutError(`no answer within ${request.timeoutMs} ms`);
+    }
+    throw error;
+  } finally {
+    if (timer) clearTimeout(timer);
   }
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const policy = request.addressPolicy ?? DEFAULT_POLICY;
-  // A literal address is never looked up, so it is checked here; a name is checked as it resolves.
-  const refused = isIP(host) ? refusedAddress(host, policy) : null;
-  if (refused) return Promise.reject(new AddressNotAllowedError(`${host} is ${refused}`));
-  return new Promise((resolve, reject) => {
-    const req = (secure ? https : http).request({
-      host,
-      lookup: policyLookup(policy) as never,
-      port: url.port || (secure ? 443 : 80),
-      method: request.method,
-      path,
-      headers,
-      agent: secure ? conn.agent : undefined,
-    });
-    const timeout = () => new ClusterTimeoutError(`no answer within ${request.timeoutMs} ms`);
-    const timer = setTimeout(() => req.destroy(timeout()), request.timeoutMs);
-    req.on('response', (res) => {
-      clearTimeout(timer);
-      res.setTimeout(request.timeoutMs, () => res.destroy(timeout()));
-      resolve(res);
-    });
-    req.on('error', (error) => {
-      clearTimeout(timer);
-      reject(Object.assign(error, { reusedSocket: req.reusedSocket && !(error instanceof ClusterTimeoutError) }));
-    });
-    req.end(request.body);
-  });
+  return Object.assign(answer.body, { statusCode: answer.statusCode, headers: answer.headers }) as ClusterResponse;
 }
 
 /** Printable ASCII, no leading or trailing space, bounded: nothing that could end a header or start another. */
@@ -129,11 +146,15 @@ const UNREACHABLE_CODES = new Set([
   'ETIMEDOUT',
   'EPIPE',
   'ECONNABORTED',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
 ]);
 
 /** Why a request to a cluster failed: no answer in time, nothing answering, a TLS failure, a refused address, or anything else. */
 export function classifyFailure(error: unknown): 'timeout' | 'unreachable' | 'tls' | 'address' | 'other' {
   if (error instanceof ClusterTimeoutError) return 'timeout';
+  if (TIMEOUT_CODES.has((error as NodeJS.ErrnoException)?.code ?? '')) return 'timeout';
   if (error instanceof AddressNotAllowedError) return 'address';
   const code = (error as NodeJS.ErrnoException)?.code ?? '';
   if (UNREACHABLE_CODES.has(code)) return 'unreachable';
@@ -155,7 +176,9 @@ export function describeFailure(error: unknown): string {
     case 'unreachable':
       if (code === 'ECONNREFUSED') return 'unreachable: connection refused';
       if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'unreachable: host name not found';
-      if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED') return 'unreachable: connection reset';
+      if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED' || code.startsWith('UND_ERR_')) {
+        return 'unreachable: connection reset';
+      }
       return 'unreachable: no route to the server';
     case 'tls':
       if (code === 'CERT_HAS_EXPIRED') return 'TLS: certificate expired';

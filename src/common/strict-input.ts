@@ -14,12 +14,39 @@ import type { Observable } from 'rxjs';
 /**
  * The global validation pipe. Path parameters are left as the router gave them: their own pipes
  * (ParseIdPipe) parse them strictly, where a generic `Number()` would have read `0x4` or ` 1` as an id.
+ *
+ * Most calls carry no query at all, and validating and transforming an empty query into a DTO always
+ * gives the same answer: the first success is kept per DTO class and later ones get a copy of it,
+ * without running class-transformer and class-validator again.
  */
 export class AppValidationPipe extends ValidationPipe {
-  override transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
-    if (metadata.type === 'param') return Promise.resolve(value);
-    return super.transform(value, metadata);
+  private readonly emptyQueries = new WeakMap<object, object>();
+
+  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    if (metadata.type === 'param') return value;
+    const empty = metadata.type === 'query' && isEmptyObject(value) && typeof metadata.metatype === 'function';
+    if (empty) {
+      const known = this.emptyQueries.get(metadata.metatype!);
+      if (known) return copyOf(known);
+    }
+    const result: unknown = await super.transform(value, metadata);
+    // A copy is kept: the handler may change the object it was given.
+    if (empty && result !== null && typeof result === 'object') this.emptyQueries.set(metadata.metatype!, copyOf(result));
+    return result;
   }
+}
+
+/** The same class, with a copy of the own properties (deep when one is not a primitive). */
+function copyOf(object: object): object {
+  const own = { ...object } as Record<string, unknown>;
+  const flat = Object.values(own).every((v) => v === null || (typeof v !== 'object' && typeof v !== 'function'));
+  return Object.assign(Object.create(Object.getPrototypeOf(object) as object) as object, flat ? own : structuredClone(own));
+}
+
+function isEmptyObject(value: unknown): boolean {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  for (const _key in value) return false;
+  return true;
 }
 
 /** The query parameters a handler declares: `all` when it takes a whole query DTO (the pipe checks those). */

@@ -96,10 +96,30 @@ function packageVersion(): string {
 /** Operation id for requests that matched no route (404s): keeps the label set bounded. */
 export const NO_ROUTE = 'none';
 
+/**
+ * The children of a counter and a histogram for one set of label values, looked up once: prom-client
+ * otherwise hashes the labels on every call. Bounded: past `limit` sets the cache starts over.
+ */
+function pairCache(counter: Counter<string>, histogram: Histogram<string>, limit = 10_000) {
+  const cache = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
+  return (labels: Record<string, string>) => {
+    const key = Object.values(labels).join('\u0000');
+    let pair = cache.get(key);
+    if (!pair) {
+      if (cache.size >= limit) cache.clear();
+      pair = { count: counter.labels(labels), duration: histogram.labels(labels) };
+      cache.set(key, pair);
+    }
+    return pair;
+  };
+}
+const httpPair = pairCache(httpRequests, httpDuration);
+const clusterPair = pairCache(clusterRequests, clusterDuration);
+
 export function recordHttpRequest(operation: string, method: string, status: number, seconds: number): void {
-  const labels = { operation, method, status: String(status) };
-  httpRequests.inc(labels);
-  httpDuration.observe(labels, seconds);
+  const pair = httpPair({ operation, method, status: String(status) });
+  pair.count.inc();
+  pair.duration.observe(seconds);
   if (operation === 'login' && status === 401) loginFailures.inc();
   if (operation === 'login' && status === 429) loginThrottles.inc();
 }
@@ -120,9 +140,9 @@ export function recordClusterRequest(
   outcome: ClusterOutcome,
   seconds: number,
 ): void {
-  const labels = { cluster, target, outcome };
-  clusterRequests.inc(labels);
-  clusterDuration.observe(labels, seconds);
+  const pair = clusterPair({ cluster, target, outcome });
+  pair.count.inc();
+  pair.duration.observe(seconds);
 }
 
 /** Counts one open stream of this kind until the returned function is called (once; later calls do nothing). */

@@ -7,8 +7,8 @@ import {
   Logger,
   type OnModuleDestroy,
 } from '@nestjs/common';
-import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
+import type { ClusterResponse } from '../clusters/cluster-request.js';
 import { Authorizer } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import { CredentialsService } from '../auth/credentials.service.js';
@@ -29,7 +29,7 @@ export const LOG_STREAMS_TOTAL = 1_000;
 
 /** A log answer: the cluster's own (errors, passed through) or the owned stream of the log's text. */
 export type LogAnswer =
-  { kind: 'cluster'; response: IncomingMessage } | { kind: 'stream'; contentType: string; body: PassThrough };
+  { kind: 'cluster'; response: ClusterResponse } | { kind: 'stream'; contentType: string; body: PassThrough };
 
 /** What a stream needs to re-authorize its caller. */
 interface StreamOwner {
@@ -53,7 +53,7 @@ class LogStream {
   private done = false;
 
   constructor(
-    private readonly upstream: IncomingMessage,
+    private readonly upstream: ClusterResponse,
     readonly owner: StreamOwner,
     private readonly recheck: (owner: StreamOwner) => Promise<string | null>,
     private readonly onDone: (stream: LogStream, reason: string) => void,
@@ -154,10 +154,10 @@ export class PodLogsService implements OnModuleDestroy {
       method: 'GET',
       path: `${r.path}/log`,
       query,
+      // A followed log may be quiet for hours: only the wait for the answer's start is bounded.
+      bodyTimeoutMs: q.follow === 'true' ? 0 : undefined,
     });
     if (response.statusCode !== 200) return { kind: 'cluster', response };
-    // A followed log may be quiet for hours: only the wait for the answer's start is bounded.
-    if (q.follow === 'true') response.setTimeout(0);
 
     const stream = new LogStream(
       response,

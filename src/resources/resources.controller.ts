@@ -15,7 +15,7 @@ import {
 } from '@nestjs/common';
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
@@ -49,8 +49,8 @@ const FORWARDED_HEADERS = ['content-type', 'content-length', 'warning'];
  */
 export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyReply {
   const write = isWriteMethod(reply.request.method);
-  if (answer instanceof IncomingMessage) {
-    reply.status(answer.statusCode ?? 502);
+  if (answer instanceof Readable) {
+    reply.status(answer.statusCode);
     for (const name of FORWARDED_HEADERS) {
       const value = answer.headers[name];
       if (value !== undefined) reply.header(name, value);

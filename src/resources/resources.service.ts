@@ -9,7 +9,7 @@ import {
   UnauthorizedException,
 } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { IncomingMessage } from 'node:http';
+import type { ClusterResponse } from '../clusters/cluster-request.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Authorizer, type Verb } from '../access/authorizer.js';
 import { type Impersonation, impersonationFor } from '../access/impersonation.js';
@@ -62,7 +62,7 @@ export interface StreamClient {
 
 /** The cluster's answer: streamed as it arrives, or (waited deletes) read whole. */
 export type ClusterAnswer =
-  IncomingMessage | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] };
+  ClusterResponse | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] };
 
 export interface Resolved {
   conn: ClusterConnection;
@@ -234,7 +234,7 @@ export class ResourcesService {
     conn: ClusterConnection,
     path: string,
     fieldSelector: string,
-  ): Promise<{ resourceVersion: string; items: Array<Record<string, any>> } | Exclude<ClusterAnswer, IncomingMessage>> {
+  ): Promise<{ resourceVersion: string; items: Array<Record<string, any>> } | Exclude<ClusterAnswer, ClusterResponse>> {
     const res = await this.upstream.send(conn, { method: 'GET', path, query: new URLSearchParams({ fieldSelector }) });
     const body = await this.upstream.readAll(conn, res);
     if (res.statusCode !== 200) return { statusCode: res.statusCode ?? 502, contentType: contentTypeOf(res), body };
@@ -430,7 +430,7 @@ function apiVersionOf(type: ResourceType): string {
   return type.group ? `${type.group}/${type.version}` : type.version;
 }
 
-function contentTypeOf(res: IncomingMessage): string {
+function contentTypeOf(res: ClusterResponse): string {
   return String(res.headers['content-type'] ?? 'application/json');
 }
 

@@ -1,5 +1,5 @@
 import { BadRequestException, Injectable, NotFoundException } from '@nestjs/common';
-import type { IncomingMessage } from 'node:http';
+import type { ClusterResponse } from '../clusters/cluster-request.js';
 import type { Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
@@ -42,7 +42,7 @@ export class SubresourcesService {
     sub: string,
     body: unknown,
     q: WriteResourceQueryDto,
-  ): Promise<IncomingMessage> {
+  ): Promise<ClusterResponse> {
     const { r, path } = await this.resolve(caller, target, sub, 'update');
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new BadRequestException([`body must be a JSON object: the full ${sub} object you read, changed`]);

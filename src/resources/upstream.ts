@@ -1,9 +1,14 @@
 import { BadGatewayException, GatewayTimeoutException, HttpException, Inject, Injectable } from '@nestjs/common';
-import type { IncomingMessage } from 'node:http';
 import { readBounded } from '../common/read-bounded.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { AddressPolicy } from '../clusters/address-policy.js';
-import { classifyFailure, describeFailure, requestCluster, type ClusterRequest } from '../clusters/cluster-request.js';
+import {
+  classifyFailure,
+  describeFailure,
+  requestCluster,
+  type ClusterRequest,
+  type ClusterResponse,
+} from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 
 export const USER_AGENT = 'cluster-admin-service/1';
@@ -32,7 +37,7 @@ export class UpstreamClient {
   }
 
   /** The cluster's response, unread, for streaming; 502/504 naming the cluster when it cannot answer. */
-  send(conn: ClusterConnection, request: UpstreamRequest): Promise<IncomingMessage> {
+  send(conn: ClusterConnection, request: UpstreamRequest): Promise<ClusterResponse> {
     return requestCluster(conn, {
       ...request,
       userAgent: USER_AGENT,
@@ -54,7 +59,7 @@ export class UpstreamClient {
   async getJson(conn: ClusterConnection, path: string): Promise<unknown> {
     const res = await this.send(conn, { method: 'GET', path });
     const text = await this.readAll(conn, res);
-    if (res.statusCode === undefined || res.statusCode >= 300) {
+    if (res.statusCode >= 300) {
       throw new BadGatewayException(`cluster '${conn.clusterName}' answered ${res.statusCode} to GET ${path}`);
     }
     return this.parseJson(conn, text, `GET ${path}`) as unknown;
@@ -63,13 +68,13 @@ export class UpstreamClient {
   /** The answer read whole when its Content-Length says it is small; otherwise the unread stream. */
   async settle(
     conn: ClusterConnection,
-    res: IncomingMessage,
-  ): Promise<IncomingMessage | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] }> {
+    res: ClusterResponse,
+  ): Promise<ClusterResponse | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] }> {
     const length = Number(res.headers['content-length'] ?? NaN);
     if (!(length >= 0 && length <= SMALL_ANSWER_BYTES)) return res;
     const body = await this.readAll(conn, res);
     return {
-      statusCode: res.statusCode ?? 502,
+      statusCode: res.statusCode,
       contentType: String(res.headers['content-type'] ?? 'application/json'),
       body,
       warning: res.headers.warning,
@@ -77,7 +82,7 @@ export class UpstreamClient {
   }
 
   /** Reads a (small) answer whole, with the same 502/504 mapping as send(). */
-  readAll(conn: ClusterConnection, res: IncomingMessage): Promise<Buffer> {
+  readAll(conn: ClusterConnection, res: ClusterResponse): Promise<Buffer> {
     return readBody(res).catch((error) => this.fail(conn, error));
   }
 
@@ -93,6 +98,6 @@ export class UpstreamClient {
   }
 }
 
-function readBody(res: IncomingMessage, limit = 8 * 1024 * 1024): Promise<Buffer> {
+function readBody(res: ClusterResponse, limit = 8 * 1024 * 1024): Promise<Buffer> {
   return readBounded(res, limit, (l) => new BadGatewayException(`the cluster's answer was larger than ${l} bytes`));
 }

@@ -1,7 +1,6 @@
 import { HttpException, Logger } from '@nestjs/common';
-import type { IncomingMessage } from 'node:http';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
-import { classifyFailure, requestCluster } from '../clusters/cluster-request.js';
+import { classifyFailure, requestCluster, type ClusterResponse } from '../clusters/cluster-request.js';
 import {
   expiredStatus,
   LineSplitter,
@@ -68,7 +67,7 @@ export class SharedWatch {
   private floor: bigint | null;
   /** The latest resourceVersion seen (events and bookmarks): where a reconnection resumes. */
   private last: string;
-  private res?: IncomingMessage;
+  private res?: ClusterResponse;
   private lingerTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private failures = 0;
@@ -182,6 +181,9 @@ export class SharedWatch {
       query,
       userAgent: this.options.userAgent,
       timeoutMs: this.options.requestTimeoutMs,
+      // The cluster ends the watch itself after timeoutSeconds (and sends bookmarks meanwhile):
+      // silence well beyond that means the connection is dead.
+      bodyTimeoutMs: (timeoutSeconds + 60) * 1000,
     });
     if (this.endedFlag) {
       res.destroy();
@@ -190,9 +192,6 @@ export class SharedWatch {
     if (res.statusCode !== 200) return readRefusal(res);
     this.failures = 0;
     this.res = res;
-    // The cluster ends the watch itself after timeoutSeconds (and sends bookmarks meanwhile):
-    // silence well beyond that means the connection is dead.
-    res.setTimeout((timeoutSeconds + 60) * 1000);
     const splitter = new LineSplitter();
     res.on('data', (chunk: Buffer) => {
       if (this.res !== res) return;
@@ -210,9 +209,13 @@ export class SharedWatch {
       if (error) this.logger.debug(`watch ${this.describe()} broke: ${error.message}`);
       this.reconnect(error ? 1 : 0);
     };
-    res.on('end', () => over());
+    let complete = false;
+    res.on('end', () => {
+      complete = true;
+      over();
+    });
     res.on('error', (error) => over(error));
-    res.on('close', () => over(res.complete ? undefined : new Error('connection closed')));
+    res.on('close', () => over(complete ? undefined : new Error('connection closed')));
     return null;
   }
 
@@ -272,7 +275,7 @@ export class SharedWatch {
   }
 }
 
-async function readRefusal(res: IncomingMessage): Promise<WatchRefusal> {
+async function readRefusal(res: ClusterResponse): Promise<WatchRefusal> {
   const chunks: Buffer[] = [];
   let size = 0;
   try {

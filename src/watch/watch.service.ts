@@ -1,7 +1,6 @@
 import { BadRequestException, HttpException, Inject, Injectable, Logger } from '@nestjs/common';
-import type { IncomingMessage } from 'node:http';
 import { readBounded } from '../common/read-bounded.js';
-import { requestCluster } from '../clusters/cluster-request.js';
+import { requestCluster, type ClusterResponse } from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { parseStatus, type WatchRefusal } from './shared-watch.js';
 import { StreamRegistry } from './stream-registry.js';
@@ -134,7 +133,7 @@ export class WatchService {
     if (req.source.labelSelector) query.set('labelSelector', req.source.labelSelector);
     if (req.source.fieldSelector) query.set('fieldSelector', req.source.fieldSelector);
     if (token) query.set('continue', token);
-    let res: IncomingMessage;
+    let res: ClusterResponse;
     try {
       res = await requestCluster(req.source.conn, {
         method: 'GET',
@@ -168,7 +167,7 @@ export class WatchService {
   }
 }
 
-function readLimited(res: IncomingMessage, limit: number): Promise<Buffer> {
+function readLimited(res: ClusterResponse, limit: number): Promise<Buffer> {
   return readBounded(
     res,
     limit,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { kubeRequest, readAudit, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -228,9 +228,10 @@ describe('one upstream watch shared by many subscribers', () => {
     // Cut every connection the service holds to the cluster (the shared watch's among them).
     const conn = await t.app.get<ClusterConnections>(CLUSTER_CONNECTIONS).forName('alpha');
     let cut = 0;
-    for (const sockets of Object.values(conn.agent.sockets)) {
-      for (const socket of sockets ?? []) {
-        socket.destroy();
+    const apiserverPort = Number(conn.server.port);
+    for (const handle of (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles()) {
+      if (handle instanceof Socket && handle.remotePort === apiserverPort && handle.localPort !== apiserverPort) {
+        handle.destroy();
         cut++;
       }
     }

@@ -1,8 +1,8 @@
 // Finding 14 of issue 9: cluster servers on link-local or cloud-metadata addresses are refused,
 // for literal addresses and for names as they resolve at connect time.
 import assert from 'node:assert/strict';
-import { Agent } from 'node:https';
 import { describe, test } from 'node:test';
+import { Pool } from 'undici';
 import { AddressNotAllowedError, policyLookup, refusedAddress } from '../../src/clusters/address-policy.js';
 import type { ClusterConnection } from '../../src/clusters/cluster-connection.js';
 import { describeFailure, requestCluster } from '../../src/clusters/cluster-request.js';
@@ -64,20 +64,21 @@ describe('address policy', () => {
   });
 
   test('a request to a literal metadata address fails before any connection is made', async () => {
-    const agent = new Agent();
+    let connections = 0;
+    const dispatcher = new Pool('https://169.254.169.254', {
+      connect: () => {
+        connections++;
+        throw new Error('must not connect');
+      },
+    });
     const conn: ClusterConnection = {
       clusterId: 1,
       clusterName: 'meta',
       generation: 1,
       server: new URL('https://169.254.169.254'),
-      agent,
+      dispatcher,
       authHeaders: () => ({}),
       impersonate: false,
-    };
-    let connections = 0;
-    agent.createConnection = () => {
-      connections++;
-      throw new Error('must not connect');
     };
     await assert.rejects(
       requestCluster(conn, { method: 'GET', path: '/version', userAgent: 'test', timeoutMs: 1000 }),
