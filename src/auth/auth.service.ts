@@ -1,4 +1,13 @@
-import { Inject, Injectable, Logger, ServiceUnavailableException, UnauthorizedException } from '@nestjs/common';
+import {
+  HttpException,
+  HttpStatus,
+  Inject,
+  Injectable,
+  Logger,
+  ServiceUnavailableException,
+  UnauthorizedException,
+} from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { InjectRepository } from '@nestjs/typeorm';
 import { LessThan, Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
@@ -25,6 +34,11 @@ export interface StartedSession {
   expiresAt: Date;
 }
 
+/** Refusals that cost no password check: 429 (too many failures) and 503 (every check slot busy). */
+const REFUSED_UNCHECKED = new Set<number>([HttpStatus.TOO_MANY_REQUESTS, HttpStatus.SERVICE_UNAVAILABLE]);
+/** About what one argon2id check takes: how long such a refusal waits before it is sent. */
+export const REFUSAL_DELAY_MS = 200;
+
 @Injectable()
 export class AuthService {
   private readonly logger = new Logger(AuthService.name);
@@ -39,6 +53,18 @@ export class AuthService {
   ) {}
 
   async login(username: string, password: string, clientAddress: string): Promise<LoginResult> {
+    try {
+      return await this.tryLogin(username, password, clientAddress);
+    } catch (error) {
+      // A login refused without a password check (too many failures, or every check slot busy) is
+      // answered no sooner than a check would have been: otherwise a client that retries at once
+      // turns the cheap refusal into a flood that takes the event loop from everyone else.
+      if (error instanceof HttpException && REFUSED_UNCHECKED.has(error.getStatus())) await sleep(REFUSAL_DELAY_MS);
+      throw error;
+    }
+  }
+
+  private async tryLogin(username: string, password: string, clientAddress: string): Promise<LoginResult> {
     const keys = LoginThrottleService.keys(username, clientAddress);
     // A login that could not even wait for a password check is refused before it costs a database write.
     this.passwords.assertNotBusy();

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { REFUSAL_DELAY_MS } from '../../src/auth/auth.service.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createUser, login, signedIn } from '../support/factories.js';
 import { client, request } from '../support/http.js';
@@ -178,5 +179,24 @@ describe('login throttling', () => {
       body: { username: victim.username, password: victim.password },
     });
     assert.equal(res.status, 429);
+  });
+
+  test('a refused login is answered no sooner than a password check would be: a client retrying at once cannot flood', async () => {
+    const user = await createUser(t);
+    for (let i = 0; i < 3; i++) {
+      await request(t.app, 'POST', '/api/v1/auth/login', { body: { username: user.username, password: 'wrong' } });
+    }
+    const started = performance.now();
+    const refused = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        request(t.app, 'POST', '/api/v1/auth/login', { body: { username: user.username, password: user.password } }),
+      ),
+    );
+    const elapsed = performance.now() - started;
+    assert.deepEqual(
+      refused.map((r) => r.status),
+      [429, 429, 429, 429, 429],
+    );
+    assert.ok(elapsed >= REFUSAL_DELAY_MS - 5, `answered after ${elapsed.toFixed(0)} ms`);
   });
 });
