@@ -7,6 +7,7 @@ import { AuditEvents1795352013583 } from './1795352013583-AuditEvents.js';
 import { ExternalUsers1795352066152 } from './1795352066152-ExternalUsers.js';
 import { MetricsStatus1795352102411 } from './1795352102411-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
+import { UserSearchKeyIndex1795380000000 } from './1795380000000-UserSearchKeyIndex.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -19,4 +20,5 @@ export const POSTGRES_MIGRATIONS = [
   ExternalUsers1795352066152,
   MetricsStatus1795352102411,
   UserListIndexes1795353245680,
+  UserSearchKeyIndex1795380000000,
 ];
