@@ -186,11 +186,15 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   });
 
   await app.register(cookie);
-  await app.register(cors, {
-    origin: config.corsOrigins.length > 0 ? config.corsOrigins : false,
-    credentials: true,
-    exposedHeaders: ['x-request-id', 'retry-after'],
-  });
+  // Without allowed origins CORS adds nothing to any answer (and a preflight finds no route, 404):
+  // the plugin is not registered at all rather than run on every request to do nothing.
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins,
+      credentials: true,
+      exposedHeaders: ['x-request-id', 'retry-after'],
+    });
+  }
   // After cookies (it reads the session cookie) and CORS (its 401 must carry CORS headers), before the body.
   registerAuthentication(fastify, app.get(CredentialsService), app.get(getRepositoryToken(UserEntity)));
 

@@ -197,7 +197,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       impersonate: row.impersonate,
       server,
       dispatcher,
-      connectTimeoutMs: this.config.clusterRequestTimeoutSeconds * 1000,
+      connectTimeoutMs: this.connectTimeoutMs(),
       authHeaders: () => ({ ...headers }),
     };
   }
@@ -205,16 +205,21 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   /**
    * A keep-alive pool to one server. Every connection it opens resolves the server's name through
    * the address policy (a link-local or metadata address is refused as it resolves), and gives up
-   * connecting after the cluster request time-out.
+   * connecting after connectTimeoutMs().
    */
   private pool(server: URL, tls: ConnectionTls): Dispatcher {
     return new Pool(server.origin, {
       connect: {
         ...tls,
         lookup: policyLookup({ allowLinkLocal: this.config.limits.allowLinkLocalClusters }) as never,
-        timeout: this.config.clusterRequestTimeoutSeconds * 1000,
+        timeout: this.connectTimeoutMs(),
       },
     });
+  }
+
+  /** Connecting (TCP and TLS) to a cluster gives up after the request time-out, or 10 s when that is longer. */
+  private connectTimeoutMs(): number {
+    return Math.min(this.config.clusterRequestTimeoutSeconds * 1000, 10_000);
   }
 
   /** The pod's service account: CA read once, token read per request (the kubelet rotates it). */
@@ -245,7 +250,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       impersonate: row.impersonate,
       server,
       dispatcher,
-      connectTimeoutMs: this.config.clusterRequestTimeoutSeconds * 1000,
+      connectTimeoutMs: this.connectTimeoutMs(),
       authHeaders: () => {
         try {
           token = readFileSync(join(inClusterDir, 'token'), 'utf8').trim() || token;

@@ -43,6 +43,38 @@ const DEFAULT_POLICY: AddressPolicy = { allowLinkLocal: false };
 /** The cluster did not answer (or stopped sending) within the request's time-out. */
 export class ClusterTimeoutError extends Error {}
 
+/**
+ * The answer's start, or a ClusterTimeoutError once `ms` have passed. The request is aborted then too,
+ * but undici only acts on that once its connection is made (or has failed): the caller does not wait
+ * for that, and an answer that still comes is thrown away.
+ */
+function withDeadline(
+  pending: Promise<Dispatcher.ResponseData>,
+  controller: AbortController,
+  ms: number,
+): Promise<Dispatcher.ResponseData> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      controller.abort();
+      pending.then(
+        (late) => late.body.destroy(),
+        () => undefined,
+      );
+      reject(new ClusterTimeoutError(`no answer within ${ms} ms`));
+    }, ms);
+    pending.then(
+      (answer) => {
+        clearTimeout(timer);
+        resolve(answer);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error as Error);
+      },
+    );
+  });
+}
+
 /** undici's codes for a connection, an answer's start or its body that took too long. */
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 /** Methods that may be sent again when the connection broke before any answer: doing them twice changes nothing more. */
@@ -99,7 +131,6 @@ async function attempt(conn: ClusterConnection, request: ClusterRequest): Promis
   // answer's start by headersTimeout, and the body by bodyTimeout. A request allowed less time than the
   // pool gives connecting (a health probe) also gets a deadline of its own.
   const deadline = request.timeoutMs < (conn.connectTimeoutMs ?? Infinity) ? new AbortController() : undefined;
-  const timer = deadline && setTimeout(() => deadline.abort(), request.timeoutMs);
   const options: Dispatcher.RequestOptions = {
     method: request.method,
     path: prefix + request.path + (request.query?.size ? `?${request.query}` : ''),
@@ -111,14 +142,13 @@ async function attempt(conn: ClusterConnection, request: ClusterRequest): Promis
   };
   let answer: Dispatcher.ResponseData;
   try {
-    answer = await conn.dispatcher.request(options);
+    const pending = conn.dispatcher.request(options);
+    answer = deadline ? await withDeadline(pending, deadline, request.timeoutMs) : await pending;
   } catch (error) {
     if (deadline?.signal.aborted || TIMEOUT_CODES.has((error as NodeJS.ErrnoException).code ?? '')) {
       throw new ClusterTimeoutError(`no answer within ${request.timeoutMs} ms`);
     }
     throw error;
-  } finally {
-    if (timer) clearTimeout(timer);
   }
   return Object.assign(answer.body, { statusCode: answer.statusCode, headers: answer.headers }) as ClusterResponse;
 }

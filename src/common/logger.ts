@@ -17,10 +17,25 @@ export const REDACTED_PATHS = [
 ];
 
 export function createPino(level: LogLevel): Pino {
-  // Lines go out in writes of about 4 KiB (or every half second when fewer come), not one system
-  // call per line: under load the write cost more than the line. Whatever is left is written at exit.
-  const destination = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 500 });
-  return pino({ level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }, destination);
+  const options = { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
+  return level === 'silent' ? pino(options) : pino(options, batchedStdout());
+}
+
+let stdout: ReturnType<typeof pino.destination> | undefined;
+
+/**
+ * Standard output, written in pieces of about 4 KiB (or every half second when fewer lines come)
+ * instead of one system call per line: under load the write cost more than the line. Still written
+ * synchronously from the main thread, so lines of other writers (the audit mirror) never land inside
+ * a piece; what is left is written at exit.
+ */
+function batchedStdout(): ReturnType<typeof pino.destination> {
+  if (!stdout) {
+    const destination = pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 500 });
+    process.once('exit', () => destination.flushSync());
+    stdout = destination;
+  }
+  return stdout;
 }
 
 /** Routes Nest's `Logger` calls into the same pino instance as Fastify's request logs. */

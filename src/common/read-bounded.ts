@@ -4,20 +4,26 @@ import type { Readable } from 'node:stream';
  * Reads a whole stream into one buffer, but at most `limit` bytes: past that the stream is destroyed
  * and `tooLarge(limit)` is thrown, so an answer can never grow the process without bound.
  */
-export async function readBounded(
-  stream: Readable,
-  limit: number,
-  tooLarge: (limit: number) => Error,
-): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      stream.destroy();
-      throw tooLarge(limit);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+export function readBounded(stream: Readable, limit: number, tooLarge: (limit: number) => Error): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        stream.off('data', onData);
+        stream.destroy();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    stream.on('data', onData);
+    stream.once('end', () => resolve(Buffer.concat(chunks, size)));
+    stream.once('error', reject);
+    // Closed before its end (and without an error): what came is not the whole answer.
+    stream.once('close', () =>
+      reject(Object.assign(new Error('the stream closed before its end'), { code: 'ECONNRESET' })),
+    );
+  });
 }

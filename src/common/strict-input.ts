@@ -31,7 +31,8 @@ export class AppValidationPipe extends ValidationPipe {
     }
     const result: unknown = await super.transform(value, metadata);
     // A copy is kept: the handler may change the object it was given.
-    if (empty && result !== null && typeof result === 'object') this.emptyQueries.set(metadata.metatype!, copyOf(result));
+    if (empty && result !== null && typeof result === 'object')
+      this.emptyQueries.set(metadata.metatype!, copyOf(result));
     return result;
   }
 }
@@ -40,7 +41,10 @@ export class AppValidationPipe extends ValidationPipe {
 function copyOf(object: object): object {
   const own = { ...object } as Record<string, unknown>;
   const flat = Object.values(own).every((v) => v === null || (typeof v !== 'object' && typeof v !== 'function'));
-  return Object.assign(Object.create(Object.getPrototypeOf(object) as object) as object, flat ? own : structuredClone(own));
+  return Object.assign(
+    Object.create(Object.getPrototypeOf(object) as object) as object,
+    flat ? own : structuredClone(own),
+  );
 }
 
 function isEmptyObject(value: unknown): boolean {

@@ -11,7 +11,9 @@ export class UserSearchKeyIndex1795380000000 implements MigrationInterface {
   public async up(queryRunner: QueryRunner): Promise<void> {
     const [{ ok }] = await queryRunner.query(`SELECT to_regclass('idx_users_username_trgm') IS NOT NULL AS ok`);
     if (!ok) return;
-    await queryRunner.query(`CREATE INDEX "idx_users_username_key_trgm" ON "users" USING gin ("username_key" gin_trgm_ops)`);
+    await queryRunner.query(
+      `CREATE INDEX "idx_users_username_key_trgm" ON "users" USING gin ("username_key" gin_trgm_ops)`,
+    );
     await queryRunner.query(`DROP INDEX "idx_users_username_trgm"`);
   }
 
