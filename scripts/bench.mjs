@@ -406,9 +406,13 @@ async function usersPart() {
       () =>
         withDb(async (c) => {
           const plan = await c.query(
-            `EXPLAIN ANALYZE SELECT u.id, COUNT(*) OVER () FROM users u WHERE (lower(u.username) LIKE '%user4242%' OR lower(u.name) LIKE '%user4242%') ORDER BY lower(u.name) COLLATE "C" ASC, u.id ASC LIMIT 20`,
+            `EXPLAIN ANALYZE SELECT u.id, COUNT(*) OVER () FROM users u
+              WHERE u.id = ANY(ARRAY(SELECT id FROM users WHERE username_key LIKE '%er99%'
+                                     UNION SELECT id FROM users WHERE lower(name) LIKE '%er99%'))
+                AND EXISTS (SELECT 1 FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id AND r.name = 'viewer')
+              ORDER BY CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END, u.last_login_at DESC, u.id DESC OFFSET 100 LIMIT 50`,
           );
-          return `PostgreSQL plan (search + sort):\n  ${plan.rows.map((r) => r['QUERY PLAN']).join('\n  ')}`;
+          return `PostgreSQL plan (search er99 + role + sort by last login, the query the service sends):\n  ${plan.rows.map((r) => r['QUERY PLAN']).join('\n  ')}`;
         }),
     );
     const drop = new pg.Client({ connectionString: PG_URL });
