@@ -1,11 +1,11 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { APP_FILTER, APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { AccessModule } from './access/access.module.js';
 import { AuditModule } from './audit/audit.module.js';
 import { AuthModule } from './auth/auth.module.js';
 import { ClustersModule } from './clusters/clusters.module.js';
 import { HttpErrorFilter } from './common/filters/http-exception.filter.js';
-import { AppValidationPipe, StrictQueryInterceptor } from './common/strict-input.js';
+import { AppValidationPipe } from './common/strict-input.js';
 import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
@@ -44,7 +44,6 @@ export class AppModule {
           }),
         },
         { provide: APP_FILTER, useClass: HttpErrorFilter },
-        { provide: APP_INTERCEPTOR, useClass: StrictQueryInterceptor },
       ],
     };
   }

@@ -13,7 +13,7 @@ import { CredentialsService } from './auth/credentials.service.js';
 import { attachDrain } from './common/drain.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
 import { BodyError, parseJsonBody } from './common/json-body.js';
-import { createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
+import { createAccessLogger, createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
 import { attachServiceMetrics } from './metrics/service-endpoint.js';
@@ -87,7 +87,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   const requestTimeoutMs = limits.requestTimeoutSeconds * 1000;
   const adapter = new FastifyAdapter({
     loggerInstance: pino,
-    logController: new OneLineLogController(),
+    logController: new OneLineLogController(createAccessLogger(config.logLevel)),
     // Per route below (onRoute); this one covers what no route matched.
     bodyLimit: ADMIN_BODY_LIMIT,
     trustProxy: config.trustProxy,

@@ -12,6 +12,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Repository } from 'typeorm';
 import { toErrorResponse } from '../common/filters/http-exception.filter.js';
+import { UndeclaredQueryCheck } from '../common/strict-input.js';
 import { UserEntity } from '../users/user.entity.js';
 import { ACCESS_METADATA, ACCESS_ROUTE_CONFIG, type AccessRule } from './auth.decorators.js';
 import { bootstrapCaller, type Caller } from './caller.js';
@@ -76,10 +77,14 @@ export function registerAuthentication(
   });
 }
 
-/** The one global guard: every route is refused unless it declares `@Public()` or `@Authenticated()`. */
+/**
+ * The one global guard: every route is refused unless it declares `@Public()` or `@Authenticated()`;
+ * an allowed call with a query parameter its route does not declare is a 400.
+ */
 @Injectable()
 export class AuthGuard implements CanActivate {
   private readonly logger = new Logger(AuthGuard.name);
+  private readonly undeclaredQuery = new UndeclaredQueryCheck();
 
   constructor(
     private readonly reflector: Reflector,
@@ -88,6 +93,12 @@ export class AuthGuard implements CanActivate {
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
+    await this.authorize(context);
+    this.undeclaredQuery.check(context); // after access: a refused caller learns nothing about the route
+    return true;
+  }
+
+  private async authorize(context: ExecutionContext): Promise<void> {
     const rule = this.reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_METADATA, [
       context.getHandler(),
       context.getClass(),
@@ -96,17 +107,16 @@ export class AuthGuard implements CanActivate {
       this.logger.error(`${context.getClass().name}.${context.getHandler().name} declares no access rule; refused`);
       throw new ForbiddenException('this route is not available');
     }
-    if (rule.public) return true;
+    if (rule.public) return;
 
     const request = context.switchToHttp().getRequest<RequestWithCaller>();
     // Normally found by the onRequest hook; resolved here only where the hook could not see the rule.
     const caller = request.caller ?? (await authenticate(request, rule, this.credentials, this.users));
     request.caller = caller; // also on a 403: the audit row names who was refused
-    if (caller.kind === 'bootstrap') return true;
+    if (caller.kind === 'bootstrap') return;
     if (rule.admin && !caller.isAdmin) throw new ForbiddenException('this route needs the admin role');
     if (!rule.withoutRole && caller.roles.length === 0) {
       throw new ForbiddenException('the caller has no role: ask an administrator for one');
     }
-    return true;
   }
 }

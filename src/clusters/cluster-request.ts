@@ -113,12 +113,26 @@ async function requestOnce(conn: ClusterConnection, request: ClusterRequest): Pr
   }
 }
 
+/** Per connection, per policy: why its server's literal address is refused (null: allowed, or a name). */
+const refusals = new WeakMap<ClusterConnection, Map<boolean, string | null>>();
+
+/** A literal address is never looked up, so it is checked here (once per connection); a name is checked as it resolves. */
+function checkLiteralAddress(conn: ClusterConnection, policy: AddressPolicy): void {
+  let byPolicy = refusals.get(conn);
+  if (!byPolicy) refusals.set(conn, (byPolicy = new Map()));
+  let refused = byPolicy.get(policy.allowLinkLocal);
+  if (refused === undefined) {
+    const host = conn.server.hostname.replace(/^\[|\]$/g, '');
+    const reason = isIP(host) ? refusedAddress(host, policy) : null;
+    refused = reason === null ? null : `${host} is ${reason}`;
+    byPolicy.set(policy.allowLinkLocal, refused);
+  }
+  if (refused !== null) throw new AddressNotAllowedError(refused);
+}
+
 async function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
+  checkLiteralAddress(conn, request.addressPolicy ?? DEFAULT_POLICY);
   const url = conn.server;
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  // A literal address is never looked up, so it is checked here; a name is checked as it resolves.
-  const refused = isIP(host) ? refusedAddress(host, request.addressPolicy ?? DEFAULT_POLICY) : null;
-  if (refused) throw new AddressNotAllowedError(`${host} is ${refused}`);
   const prefix = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : '';
   const headers: Record<string, string | string[]> = {
     accept: 'application/json',

@@ -21,6 +21,14 @@ export function createPino(level: LogLevel): Pino {
   return level === 'silent' ? pino(options) : pino(options, batchedStdout());
 }
 
+/**
+ * The logger of the per-request line: the same output and level, without the redaction pass every
+ * line of the main logger goes through (this line holds only method, path, status and time).
+ */
+export function createAccessLogger(level: LogLevel): Pino {
+  return level === 'silent' ? pino({ level }) : pino({ level }, batchedStdout());
+}
+
 let stdout: ReturnType<typeof pino.destination> | undefined;
 
 /**
@@ -73,6 +81,11 @@ export class PinoNestLogger implements LoggerService {
  * is logged without its query: a query may carry a one-time secret (an OpenID callback's code).
  */
 export class OneLineLogController extends LogController {
+  /** access: where the line of a request that completed goes (createAccessLogger); else the request's logger. */
+  constructor(private readonly access?: Pino) {
+    super();
+  }
+
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
@@ -83,6 +96,7 @@ export class OneLineLogController extends LogController {
       ms: Math.round(reply.elapsedTime),
     };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
+    else if (this.access) this.access.info({ reqId: request.id, ...line }, 'request');
     else reply.log.info(line, 'request');
   }
 }

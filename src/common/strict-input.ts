@@ -1,15 +1,6 @@
-import {
-  type ArgumentMetadata,
-  BadRequestException,
-  type CallHandler,
-  type ExecutionContext,
-  Injectable,
-  type NestInterceptor,
-  ValidationPipe,
-} from '@nestjs/common';
+import { type ArgumentMetadata, BadRequestException, type ExecutionContext, ValidationPipe } from '@nestjs/common';
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
-import type { Observable } from 'rxjs';
 
 /**
  * The global validation pipe. Path parameters are left as the router gave them: their own pipes
@@ -69,28 +60,27 @@ function declaredQuery(handler: object, controller: object): 'all' | Set<string>
 /**
  * An unknown query parameter is a 400 naming it on every route: routes with a query DTO get that
  * from the validation pipe (`forbidNonWhitelisted`), and this covers the routes that take none.
+ * Run by the global guard once a call is allowed (a guard, not an interceptor: an interceptor would
+ * put every call through an rxjs pipeline for nothing).
  */
-@Injectable()
-export class StrictQueryInterceptor implements NestInterceptor {
+export class UndeclaredQueryCheck {
   private readonly cache = new WeakMap<object, 'all' | Set<string>>();
 
-  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (context.getType() !== 'http') return next.handle();
+  check(context: ExecutionContext): void {
+    if (context.getType() !== 'http') return;
     const handler = context.getHandler();
     let declared = this.cache.get(handler);
     if (!declared) {
       declared = declaredQuery(handler, context.getClass().prototype as object);
       this.cache.set(handler, declared);
     }
-    if (declared !== 'all') {
-      const query = (context.switchToHttp().getRequest<{ query?: Record<string, unknown> }>().query ?? {}) as object;
-      const unknown = Object.keys(query).filter((name) => !(declared as Set<string>).has(name));
-      if (unknown.length > 0) {
-        throw new BadRequestException(
-          unknown.slice(0, 20).map((name) => `query parameter '${name.slice(0, 64)}' is not accepted by this route`),
-        );
-      }
+    if (declared === 'all') return;
+    const query = (context.switchToHttp().getRequest<{ query?: Record<string, unknown> }>().query ?? {}) as object;
+    const unknown = Object.keys(query).filter((name) => !(declared as Set<string>).has(name));
+    if (unknown.length > 0) {
+      throw new BadRequestException(
+        unknown.slice(0, 20).map((name) => `query parameter '${name.slice(0, 64)}' is not accepted by this route`),
+      );
     }
-    return next.handle();
   }
 }

@@ -163,9 +163,6 @@ export class UsersService {
   }
 
   async listUsers(query: ListUsersQueryDto): Promise<UserListDto> {
-    if (query.role && !(await this.users.manager.exists(RoleEntity, { where: { name: query.role } }))) {
-      throw new BadRequestException([`role: no role named '${query.role}'`]);
-    }
     const direction = query.sortOrder === 'asc' ? 'ASC' : 'DESC';
     const qb = this.users.createQueryBuilder('u');
     this.applyFilters(qb, query);
@@ -193,6 +190,10 @@ export class UsersService {
       ]);
       users = page;
       total = Number(counted[0].n);
+    }
+    // An unknown role matches no one: whether it exists is asked only when nothing matched.
+    if (total === 0 && query.role && !(await this.users.manager.exists(RoleEntity, { where: { name: query.role } }))) {
+      throw new BadRequestException([`role: no role named '${query.role}'`]);
     }
     await this.attachRoles(users);
     return { users: users.map(toUserResponse), total, page: query.page, size: query.size };
@@ -243,15 +244,22 @@ export class UsersService {
     }
   }
 
-  /** Loads the roles of a page of users in one query. */
+  /** Loads the roles of a page of users in one query: (user, role id, role name) rows, no entities. */
   private async attachRoles(users: UserEntity[]): Promise<void> {
     if (users.length === 0) return;
-    const withRoles = await this.users.find({
-      where: { id: In(users.map((u) => u.id)) },
-      relations: { roles: true },
-      select: { id: true, roles: { id: true, name: true } },
-    });
-    const byId = new Map(withRoles.map((u) => [u.id, u.roles]));
+    const rows = await this.users.manager
+      .createQueryBuilder()
+      .select('ur.user_id', 'userId')
+      .addSelect('r.id', 'id')
+      .addSelect('r.name', 'name')
+      .from('user_roles', 'ur')
+      .innerJoin('roles', 'r', 'r.id = ur.role_id')
+      .where('ur.user_id IN (:...ids)', { ids: users.map((u) => u.id) })
+      .getRawMany<{ userId: number | string; id: number | string; name: RoleName }>();
+    const byId = new Map<number, RoleEntity[]>(users.map((u) => [u.id, []]));
+    for (const row of rows) {
+      byId.get(Number(row.userId))?.push(Object.assign(new RoleEntity(), { id: Number(row.id), name: row.name }));
+    }
     for (const user of users) user.roles = byId.get(user.id) ?? [];
   }
 

@@ -184,6 +184,19 @@ describe('roles with rules', () => {
       ['bob-roles'],
     );
     assert.equal((await admin.get('/api/v1/admin/users', { query: { role: 'nope' } })).status, 400);
+    // A role that exists but no one holds: an empty page, not a 400; searched too, and past the last page.
+    await admin.post('/api/v1/admin/roles', { body: { ...SHOP_DEV, name: 'unheld' } });
+    const queries: Array<Record<string, string>> = [
+      { role: 'unheld' },
+      { role: 'unheld', search: 'bob' },
+      { role: 'filtered', page: '9' },
+    ];
+    for (const query of queries) {
+      const empty = await admin.get('/api/v1/admin/users', { query });
+      assert.equal(empty.status, 200, JSON.stringify(query));
+      assert.deepEqual(empty.body.users, []);
+      assert.equal(empty.body.total, query.role === 'filtered' ? 1 : 0);
+    }
   });
 
   test('roles routes need the admin role', async () => {
