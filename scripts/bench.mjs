@@ -8,6 +8,7 @@
 //   BENCH_SECONDS=10 (per measurement)   BENCH_USERS=100000   BENCH_SKIP_POSTGRES=1   BENCH_PROFILE=dir
 //   (BENCH_PROFILE: the service runs with --cpu-prof and writes its profile into dir)
 import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -49,6 +50,11 @@ function freePort() {
   });
 }
 
+/** CPU time (user + system) a process has used, in seconds. */
+function cpuSecondsOf(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks (USER_HZ)
+}
 const rssOf = async (pid) => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
 const mib = (bytes) => `${(bytes / MIB).toFixed(0)} MiB`;
 /**
@@ -221,18 +227,32 @@ async function resourcesPart() {
   const { key } = await service.api('POST', '/api/v1/admin/apikeys', { token, body: { name: 'bench', role: 'admin' } });
 
   const direct = { url: cp.server, headers: { authorization: `Bearer ${cp.adminToken}`, accept: 'application/json' } };
-  const viaProxy = { url: `http://127.0.0.1:${proxyPort}`, headers: { accept: 'application/json' } };
-  const viaKey = { url: `${service.base}/api/v1`, headers: { authorization: key, 'x-cluster-name': 'bench' } };
+  const viaProxy = { url: `http://127.0.0.1:${proxyPort}`, headers: { accept: 'application/json' }, pid: proxy.pid };
+  const viaKey = {
+    url: `${service.base}/api/v1`,
+    headers: { authorization: key, 'x-cluster-name': 'bench' },
+    pid: service.child.pid,
+  };
   const viaSession = {
     url: `${service.base}/api/v1`,
     headers: { authorization: `Bearer ${token}`, 'x-cluster-name': 'bench' },
+    pid: service.child.pid,
   };
   const kubePath = (namespace, name) => `/api/v1/namespaces/${namespace}/configmaps${name ? '/' + name : ''}`;
   const ourPath = (namespace, name) => `/configmaps/${namespace}${name ? '/' + name : ''}`;
 
+  /** The load, and with `target.pid` the CPU time (user + system) that process spent per request. */
   async function measure(label, target, path, connections) {
     await wrk(target.url + path, { connections, seconds: 3, headers: target.headers }); // warm-up
-    return row(label, await wrk(target.url + path, { connections, headers: target.headers }));
+    const before = target.pid ? cpuSecondsOf(target.pid) : 0;
+    const r = await wrk(target.url + path, { connections, headers: target.headers });
+    if (!target.pid) return row(label, r);
+    r.cpuMicros = ((cpuSecondsOf(target.pid) - before) * 1e6) / (r.rps * SECONDS);
+    return row(
+      label,
+      r,
+      `CPU ${Math.round(r.cpuMicros)} µs per request (${target.pid === proxy.pid ? 'kubectl proxy' : 'service'})`,
+    );
   }
 
   async function resourceRound(round) {
@@ -459,6 +479,10 @@ if (resources) {
   const { stormGets } = resources;
   const best = (a, b) => (a.rps >= b.rps ? a : b);
   for (const [i, r] of [r1, r2].entries()) {
+    console.log(
+      `round ${i + 1}: CPU per GET, service ${Math.round(r.getKey.cpuMicros)} µs (API key), ` +
+        `${Math.round(r.getSession.cpuMicros)} µs (session); kubectl proxy ${Math.round(r.getProxy.cpuMicros)} µs`,
+    );
     goal(
       `round ${i + 1}: GET at 32 conn ≥ 1.0× kubectl proxy`,
       r.getKey.rps >= r.getProxy.rps,
