@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { onPostgres, startTestApp, type TestApp } from '../support/app.js';
 import { createUser, signedIn } from '../support/factories.js';
 import { client } from '../support/http.js';
 
@@ -48,4 +48,29 @@ describe('user search follows changes', () => {
     assert.deepEqual(await found('^'), ['wombat1']);
     assert.deepEqual(await found('wombat'), ['wombat1', 'wombat2']);
   });
+
+  test(
+    'PostgreSQL: right after many users are added, a search reads the trigram indexes, not every row',
+    { skip: !onPostgres && 'PostgreSQL only' },
+    async () => {
+      await t.dataSource.query(
+        `INSERT INTO users (username, username_key, provider, name, enabled)
+         SELECT 'bulk' || i, 'bulk' || i, 'password', 'Bulk Person ' || i, true FROM generate_series(0, 29999) AS i`,
+      );
+      await t.dataSource.query('ANALYZE users');
+      // The two conditions of the service's search, each served by its own index (users.service.ts).
+      for (const [index, condition] of [
+        ['idx_users_username_key_trgm', "username_key LIKE '%lk99%'"],
+        ['idx_users_name_trgm', "LOWER(name) LIKE '%on 299%'"],
+      ]) {
+        const [{ 'QUERY PLAN': plan }] = await t.dataSource.query(
+          `EXPLAIN (FORMAT JSON) SELECT id FROM users WHERE ${condition}`,
+        );
+        const text = JSON.stringify(plan);
+        assert.match(text, new RegExp(`"Index Name":"${index}"`), `${condition}: ${text}`);
+        assert.doesNotMatch(text, /"Node Type":"Seq Scan"/, `${condition}: ${text}`);
+      }
+      assert.deepEqual(await found('bulk29999'), ['bulk29999']);
+    },
+  );
 });

@@ -8,6 +8,7 @@ import { ExternalUsers1795352066152 } from './1795352066152-ExternalUsers.js';
 import { MetricsStatus1795352102411 } from './1795352102411-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
 import { UserSearchKeyIndex1795380000000 } from './1795380000000-UserSearchKeyIndex.js';
+import { UserSearchIndexesDirect1795390000000 } from './1795390000000-UserSearchIndexesDirect.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -21,4 +22,5 @@ export const POSTGRES_MIGRATIONS = [
   MetricsStatus1795352102411,
   UserListIndexes1795353245680,
   UserSearchKeyIndex1795380000000,
+  UserSearchIndexesDirect1795390000000,
 ];
