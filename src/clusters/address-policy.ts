@@ -67,6 +67,16 @@ export function refusedAddress(address: string, policy: AddressPolicy): string |
   return null;
 }
 
+/**
+ * Why a server URL's literal address is refused (`<address> is <reason>`), or null: allowed, or a
+ * host name (checked as it resolves, by `policyLookup`).
+ */
+export function refusedServer(server: URL, policy: AddressPolicy): string | null {
+  const host = server.hostname.replace(/^\[|\]$/g, '');
+  const reason = refusedAddress(host, policy);
+  return reason === null ? null : `${host} is ${reason}`;
+}
+
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 type Lookup = (hostname: string, options: LookupOptions, callback: LookupCallback) => void;
 

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Repository } from 'typeorm';
 import { type Dispatcher, Pool } from 'undici';
-import { policyLookup } from './address-policy.js';
+import { type AddressPolicy, policyLookup, refusedServer } from './address-policy.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { LocalWrites } from '../database/local-writes.js';
 import type { ClusterConnection, ClusterConnections } from './cluster-connection.js';
@@ -181,8 +181,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     }
     const { cluster } = context;
     const tls = credentialsOf(context);
-    const server = new URL(cluster.server);
-    const dispatcher = this.pool(server, {
+    const transport = this.transport(new URL(cluster.server), {
       ca: tls.ca,
       cert: tls.cert,
       key: tls.key,
@@ -195,31 +194,26 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       clusterName: row.name,
       generation: row.generation,
       impersonate: row.impersonate,
-      server,
-      dispatcher,
-      connectTimeoutMs: this.connectTimeoutMs(),
+      ...transport,
       authHeaders: () => ({ ...headers }),
     };
   }
 
   /**
-   * A keep-alive pool to one server. Every connection it opens resolves the server's name through
-   * the address policy (a link-local or metadata address is refused as it resolves), and gives up
-   * connecting after connectTimeoutMs().
+   * How a connection reaches its server: a keep-alive pool that gives up connecting (TCP and TLS)
+   * after the request time-out, or 10 s when that is longer. The address policy is the connection's:
+   * a literal address is judged once, here; a host name each time the pool resolves it.
    */
-  private pool(server: URL, tls: ConnectionTls): Dispatcher {
-    return new Pool(server.origin, {
-      connect: {
-        ...tls,
-        lookup: policyLookup({ allowLinkLocal: this.config.limits.allowLinkLocalClusters }) as never,
-        timeout: this.connectTimeoutMs(),
-      },
+  private transport(
+    server: URL,
+    tls: ConnectionTls,
+  ): Pick<ClusterConnection, 'server' | 'dispatcher' | 'connectTimeoutMs' | 'refusedAddress'> {
+    const policy: AddressPolicy = { allowLinkLocal: this.config.limits.allowLinkLocalClusters };
+    const connectTimeoutMs = Math.min(this.config.clusterRequestTimeoutSeconds * 1000, 10_000);
+    const dispatcher = new Pool(server.origin, {
+      connect: { ...tls, lookup: policyLookup(policy) as never, timeout: connectTimeoutMs },
     });
-  }
-
-  /** Connecting (TCP and TLS) to a cluster gives up after the request time-out, or 10 s when that is longer. */
-  private connectTimeoutMs(): number {
-    return Math.min(this.config.clusterRequestTimeoutSeconds * 1000, 10_000);
+    return { server, dispatcher, connectTimeoutMs, refusedAddress: refusedServer(server, policy) ?? undefined };
   }
 
   /** The pod's service account: CA read once, token read per request (the kubelet rotates it). */
@@ -241,16 +235,13 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     };
     const ca = read('ca.crt');
     let token = read('token').trim();
-    const server = new URL(inClusterServer);
-    const dispatcher = this.pool(server, { ca, rejectUnauthorized: true });
+    const transport = this.transport(new URL(inClusterServer), { ca, rejectUnauthorized: true });
     return {
       clusterId: row.id,
       clusterName: row.name,
       generation: row.generation,
       impersonate: row.impersonate,
-      server,
-      dispatcher,
-      connectTimeoutMs: this.connectTimeoutMs(),
+      ...transport,
       authHeaders: () => {
         try {
           token = readFileSync(join(inClusterDir, 'token'), 'utf8').trim() || token;

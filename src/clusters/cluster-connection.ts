@@ -25,6 +25,11 @@ export interface ClusterConnection {
   /** How long the pool tries to connect before it gives up (absent: no bound of its own). */
   connectTimeoutMs?: number;
   /**
+   * Set when the address policy refuses the server's literal address: every request then fails
+   * before anything is connected. (A host name is checked each time the pool resolves it.)
+   */
+  refusedAddress?: string;
+  /**
    * Headers carrying the cluster credentials (`Authorization: Bearer …` or `Basic …`); empty
    * for client-certificate auth. Read per request: an in-cluster token file may rotate.
    */

@@ -140,7 +140,6 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
         path: '/version',
         userAgent: USER_AGENT,
         timeoutMs: this.config.clusters.probeTimeoutMs,
-        addressPolicy: { allowLinkLocal: this.config.limits.allowLinkLocalClusters },
       });
       const chunks: Buffer[] = [];
       let size = 0;
@@ -148,7 +147,7 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
         size += (chunk as Buffer).length;
         if (size <= MAX_BODY) chunks.push(chunk as Buffer);
       }
-      return interpret(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'));
+      return interpret(res.statusCode, Buffer.concat(chunks).toString('utf8'));
     } catch (error) {
       // Only a short class is stored: the raw message would hand out connection and TLS details.
       const failure = classifyFailure(error);

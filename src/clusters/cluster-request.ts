@@ -1,11 +1,10 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { outcomeOfStatus, recordClusterRequest } from '../metrics/service-metrics.js';
 import type { Impersonation } from '../access/impersonation.js';
-import { AddressNotAllowedError, type AddressPolicy, refusedAddress } from './address-policy.js';
+import { AddressNotAllowedError } from './address-policy.js';
 import type { ClusterConnection } from './cluster-connection.js';
 
 export interface ClusterRequest {
@@ -25,11 +24,6 @@ export interface ClusterRequest {
   timeoutMs: number;
   /** How long the body may stall between two chunks; 0: forever (a followed log). Default: `timeoutMs`. */
   bodyTimeoutMs?: number;
-  /**
-   * Which literal addresses may be asked; without it, link-local and metadata addresses are refused.
-   * (A host name is checked as it resolves, by the connection's own policy: ClusterClientFactory.)
-   */
-  addressPolicy?: AddressPolicy;
 }
 
 /** A cluster's answer, its body unread: a stream with the status and the headers (names in lower case). */
@@ -37,8 +31,6 @@ export interface ClusterResponse extends Readable {
   statusCode: number;
   headers: IncomingHttpHeaders;
 }
-
-const DEFAULT_POLICY: AddressPolicy = { allowLinkLocal: false };
 
 /** The cluster did not answer (or stopped sending) within the request's time-out. */
 export class ClusterTimeoutError extends Error {}
@@ -113,25 +105,9 @@ async function requestOnce(conn: ClusterConnection, request: ClusterRequest): Pr
   }
 }
 
-/** Per connection, per policy: why its server's literal address is refused (null: allowed, or a name). */
-const refusals = new WeakMap<ClusterConnection, Map<boolean, string | null>>();
-
-/** A literal address is never looked up, so it is checked here (once per connection); a name is checked as it resolves. */
-function checkLiteralAddress(conn: ClusterConnection, policy: AddressPolicy): void {
-  let byPolicy = refusals.get(conn);
-  if (!byPolicy) refusals.set(conn, (byPolicy = new Map()));
-  let refused = byPolicy.get(policy.allowLinkLocal);
-  if (refused === undefined) {
-    const host = conn.server.hostname.replace(/^\[|\]$/g, '');
-    const reason = isIP(host) ? refusedAddress(host, policy) : null;
-    refused = reason === null ? null : `${host} is ${reason}`;
-    byPolicy.set(policy.allowLinkLocal, refused);
-  }
-  if (refused !== null) throw new AddressNotAllowedError(refused);
-}
-
 async function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
-  checkLiteralAddress(conn, request.addressPolicy ?? DEFAULT_POLICY);
+  // A literal address never goes through the pool's lookup: the connection says whether it is refused.
+  if (conn.refusedAddress !== undefined) throw new AddressNotAllowedError(conn.refusedAddress);
   const url = conn.server;
   const prefix = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : '';
   const headers: Record<string, string | string[]> = {

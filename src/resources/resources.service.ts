@@ -175,7 +175,7 @@ export class ResourcesService {
     const res = await this.upstream.send(r.conn, { method: 'GET', path: r.path });
     const body = await this.upstream.readAll(r.conn, res);
     if (res.statusCode !== 200) {
-      return { statusCode: res.statusCode ?? 502, contentType: contentTypeOf(res), body };
+      return { statusCode: res.statusCode, contentType: contentTypeOf(res), body };
     }
     const uid = JSON.parse(body.toString('utf8'))?.metadata?.uid as string | undefined;
     if (typeof uid !== 'string' || !/^[A-Za-z0-9-]{1,64}$/.test(uid)) {
@@ -237,7 +237,7 @@ export class ResourcesService {
   ): Promise<{ resourceVersion: string; items: Array<Record<string, any>> } | Exclude<ClusterAnswer, ClusterResponse>> {
     const res = await this.upstream.send(conn, { method: 'GET', path, query: new URLSearchParams({ fieldSelector }) });
     const body = await this.upstream.readAll(conn, res);
-    if (res.statusCode !== 200) return { statusCode: res.statusCode ?? 502, contentType: contentTypeOf(res), body };
+    if (res.statusCode !== 200) return { statusCode: res.statusCode, contentType: contentTypeOf(res), body };
     const list = JSON.parse(body.toString('utf8'));
     return {
       resourceVersion: list?.metadata?.resourceVersion ?? '',
@@ -334,7 +334,7 @@ export class ResourcesService {
       path: r.path,
       body: json(options),
     });
-    if (q.wait === false || q.dryRun === 'All' || (res.statusCode ?? 500) >= 300) return res;
+    if (q.wait === false || q.dryRun === 'All' || res.statusCode >= 300) return res;
 
     const body = await this.upstream.readAll(r.conn, res);
     const answer = { statusCode: 200, contentType: String(res.headers['content-type'] ?? 'application/json'), body };

@@ -1,7 +1,6 @@
 import { BadGatewayException, GatewayTimeoutException, HttpException, Inject, Injectable } from '@nestjs/common';
 import { readBounded } from '../common/read-bounded.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
-import type { AddressPolicy } from '../clusters/address-policy.js';
 import {
   classifyFailure,
   describeFailure,
@@ -20,7 +19,7 @@ export const USER_AGENT = 'cluster-admin-service/1';
  */
 export const SMALL_ANSWER_BYTES = 64 * 1024;
 
-export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs' | 'addressPolicy'>;
+export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs'>;
 
 /**
  * Sends requests to a cluster. The request carries only what the service sets: the cluster's
@@ -29,11 +28,9 @@ export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs' | '
 @Injectable()
 export class UpstreamClient {
   readonly timeoutMs: number;
-  private readonly addressPolicy: AddressPolicy;
 
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
     this.timeoutMs = config.clusterRequestTimeoutSeconds * 1000;
-    this.addressPolicy = { allowLinkLocal: config.limits.allowLinkLocalClusters };
   }
 
   /** The cluster's response, unread, for streaming; 502/504 naming the cluster when it cannot answer. */
@@ -42,7 +39,6 @@ export class UpstreamClient {
       ...request,
       userAgent: USER_AGENT,
       timeoutMs: this.timeoutMs,
-      addressPolicy: this.addressPolicy,
     }).catch((error) => this.fail(conn, error));
   }
 

@@ -260,7 +260,7 @@ export class UsersService {
     for (const row of rows) {
       byId.get(Number(row.userId))?.push(Object.assign(new RoleEntity(), { id: Number(row.id), name: row.name }));
     }
-    for (const user of users) user.roles = byId.get(user.id) ?? [];
+    for (const user of users) user.roles = byId.get(user.id)!;
   }
 
   async getUser(id: number, manager: EntityManager = this.users.manager): Promise<UserEntity> {

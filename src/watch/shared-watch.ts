@@ -289,7 +289,7 @@ async function readRefusal(res: ClusterResponse): Promise<WatchRefusal> {
   }
   res.destroy();
   return {
-    statusCode: res.statusCode ?? 502,
+    statusCode: res.statusCode,
     contentType: String(res.headers['content-type'] ?? 'application/json'),
     body: Buffer.concat(chunks),
   };

@@ -149,7 +149,7 @@ export class WatchService {
     if (res.statusCode !== 200) {
       return {
         refusal: {
-          statusCode: res.statusCode ?? 502,
+          statusCode: res.statusCode,
           contentType: String(res.headers['content-type'] ?? 'application/json'),
           body,
         },

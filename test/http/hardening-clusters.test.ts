@@ -1,6 +1,7 @@
 // Issue 9, findings 9 and 14: a server that is not Kubernetes gives 502 naming the cluster (never a
 // 500); link-local and metadata addresses are refused; stored errors are short classes.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -123,5 +124,29 @@ describe('clusters that are not what they claim (findings 9 and 14)', () => {
       assert.match(String(res.body.message), /CAS_CLUSTER_ALLOW_LINK_LOCAL/);
     }
     assert.equal((await request(t.app, 'GET', '/api/v1/admin/clusters', { token })).body.length, before);
+  });
+
+  test('finding 14: a cluster stored while link-local was allowed is refused once the setting is off, before connecting', async () => {
+    const shared = {
+      CAS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      CAS_CLUSTER_HEALTH_INTERVAL_SECONDS: '0',
+      CAS_CLUSTER_PROBE_TIMEOUT_MS: '300',
+    };
+    const allowing = await startTestApp({ env: { ...shared, CAS_CLUSTER_ALLOW_LINK_LOCAL: 'true' } });
+    let refusing: TestApp | undefined;
+    try {
+      const admin = (await signedIn(allowing, 'admin')).token;
+      await registerCluster(allowing, admin, 'was-allowed', kubeconfig('https://169.254.169.254', await ca()));
+      refusing = await startTestApp({ databaseUrl: allowing.databaseUrl, env: shared });
+      const res = await request(refusing.app, 'GET', '/api/v1/configmaps/default', {
+        token: admin,
+        headers: { 'x-cluster-name': 'was-allowed' },
+      });
+      assert.equal(res.status, 502, res.text);
+      assert.match(String(res.body.message), /refused: the server is at a link-local or cloud metadata address/);
+    } finally {
+      await refusing?.close();
+      await allowing.close();
+    }
   });
 });

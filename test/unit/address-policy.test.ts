@@ -3,7 +3,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Pool } from 'undici';
-import { AddressNotAllowedError, policyLookup, refusedAddress } from '../../src/clusters/address-policy.js';
+import {
+  AddressNotAllowedError,
+  policyLookup,
+  refusedAddress,
+  refusedServer,
+} from '../../src/clusters/address-policy.js';
 import type { ClusterConnection } from '../../src/clusters/cluster-connection.js';
 import { describeFailure, requestCluster } from '../../src/clusters/cluster-request.js';
 
@@ -63,9 +68,22 @@ describe('address policy', () => {
     );
   });
 
+  test('a server URL is judged on its literal address; a host name is left to the lookup', () => {
+    const strict = { allowLinkLocal: false };
+    assert.equal(
+      refusedServer(new URL('https://169.254.169.254:6443'), strict),
+      '169.254.169.254 is a link-local address (169.254.0.0/16, where cloud metadata lives)',
+    );
+    assert.match(String(refusedServer(new URL('https://[fe80::1]'), strict)), /^fe80::1 is a link-local address/);
+    assert.equal(refusedServer(new URL('https://127.0.0.1:6443'), strict), null);
+    assert.equal(refusedServer(new URL('https://metadata.example'), strict), null);
+    assert.equal(refusedServer(new URL('https://169.254.169.254'), { allowLinkLocal: true }), null);
+  });
+
   test('a request to a literal metadata address fails before any connection is made', async () => {
     let connections = 0;
-    const dispatcher = new Pool('https://169.254.169.254', {
+    const server = new URL('https://169.254.169.254');
+    const dispatcher = new Pool(server.origin, {
       connect: () => {
         connections++;
         throw new Error('must not connect');
@@ -75,8 +93,9 @@ describe('address policy', () => {
       clusterId: 1,
       clusterName: 'meta',
       generation: 1,
-      server: new URL('https://169.254.169.254'),
+      server,
       dispatcher,
+      refusedAddress: refusedServer(server, { allowLinkLocal: false }) ?? undefined,
       authHeaders: () => ({}),
       impersonate: false,
     };
