@@ -8,6 +8,8 @@ export interface ServiceProcess {
   base: string;
   /** Resolves with the exit code once the process has exited. */
   exited: Promise<number | null>;
+  /** What the process wrote to standard output so far (with `captureStdout`; else it goes to the test's). */
+  stdout(): string;
   /** fetch() against the service with optional bearer token, cluster header and JSON body. */
   api(
     method: string,
@@ -21,13 +23,19 @@ export interface ServiceProcess {
  * it is ready. `env` is added to the test process's environment. Every answer is checked against the
  * committed OpenAPI document.
  */
-export async function startServiceProcess(env: Record<string, string>, port?: number): Promise<ServiceProcess> {
+export async function startServiceProcess(
+  env: Record<string, string>,
+  port?: number,
+  options: { captureStdout?: boolean } = {},
+): Promise<ServiceProcess> {
   const listenPort = port ?? (await closedPort());
   const base = `http://127.0.0.1:${listenPort}`;
   const child = spawn(process.execPath, ['build/src/main.js'], {
     env: { ...process.env, PORT: String(listenPort), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', options.captureStdout ? 'pipe' : 'inherit', 'inherit'],
   });
+  let stdout = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const api: ServiceProcess['api'] = async (method, path, options = {}) => {
     const res = await fetch(base + path, {
@@ -52,5 +60,5 @@ export async function startServiceProcess(env: Record<string, string>, port?: nu
     30_000,
     200,
   );
-  return { child, base, exited, api };
+  return { child, base, exited, api, stdout: () => stdout };
 }
