@@ -163,19 +163,14 @@ export class UsersService {
   }
 
   async listUsers(query: ListUsersQueryDto): Promise<UserListDto> {
-    const direction = query.sortOrder === 'asc' ? 'ASC' : 'DESC';
     const qb = this.users.createQueryBuilder('u');
     this.applyFilters(qb, query);
-    if (query.sortBy === 'lastLoginAt') qb.addOrderBy('CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END', 'ASC');
-    if (query.sortBy !== 'id') qb.addOrderBy(SORT_COLUMNS[query.sortBy] + this.textCollation(query.sortBy), direction);
-    qb.addOrderBy('u.id', direction);
-    qb.offset((query.page - 1) * query.size).limit(query.size);
     let users: UserEntity[];
     let total: number;
     if (query.search || query.role) {
       // One pass over the matching rows: the page and the total together (a window count) instead of a
       // second query filtering the whole table again. Past the last page no row carries the total.
-      const { entities, raw } = await qb
+      const { entities, raw } = await this.pageOf(this.orderUsers(qb, query), query)
         .addSelect('COUNT(*) OVER ()', 'total')
         .getRawAndEntities<{ total: number | string }>();
       users = entities;
@@ -185,7 +180,7 @@ export class UsersService {
       // Both at once (two pool connections on PostgreSQL), and COUNT(*): TypeORM's own count is a
       // COUNT(DISTINCT id), twice the work for the same number.
       const [page, counted] = await Promise.all([
-        qb.getMany(),
+        this.isPostgres() ? this.pageByIdsFirst(query) : this.pageOf(this.orderUsers(qb, query), query).getMany(),
         this.users.query('SELECT COUNT(*) AS n FROM users') as Promise<Array<{ n: number | string }>>,
       ]);
       users = page;
@@ -199,6 +194,48 @@ export class UsersService {
     return { users: users.map(toUserResponse), total, page: query.page, size: query.size };
   }
 
+  /**
+   * PostgreSQL, unfiltered: the page's ids first, then only their rows (a deferred join). The ids are
+   * paged by an index-only scan of the sort's index (sort key, id; migrations 1795353245680 and
+   * 1795400000000): the offset is skipped in the index, not by reading every row it skips.
+   *
+   * What the plan depends on: an index-only scan reads a row only where its page is not marked
+   * all-visible in the visibility map, which vacuum sets (autovacuum: after many inserts or updates).
+   * Rows added in bulk, and pages where a row changed since (a login sets last_login_at), are read
+   * until then, as the plain page query read every row; the page is right either way.
+   */
+  private pageByIdsFirst(query: ListUsersQueryDto): Promise<UserEntity[]> {
+    return this.orderUsers(this.users.createQueryBuilder('u'), query, true)
+      .innerJoin(
+        // `u` inside is its own scope: the subquery in FROM cannot see the outer `u`.
+        (ids) => this.pageOf(this.orderUsers(ids.select('u.id', 'id').from(UserEntity, 'u'), query, true), query),
+        'page',
+        'page.id = u.id',
+      )
+      .getMany();
+  }
+
+  private pageOf<T extends SelectQueryBuilder<UserEntity>>(qb: T, query: ListUsersQueryDto): T {
+    return qb.offset((query.page - 1) * query.size).limit(query.size);
+  }
+
+  /**
+   * The list's order: the sort key, then id (equal keys keep one order from page to page); users who
+   * never logged in come last in both directions. `byIndex` (PostgreSQL) says it as `NULLS LAST`, the
+   * order the last-login indexes hold; otherwise a CASE puts them last, an order no index holds, so a
+   * filtered list sorts its matches rather than walking an index through the rows that do not match.
+   */
+  private orderUsers<T extends SelectQueryBuilder<UserEntity>>(qb: T, query: ListUsersQueryDto, byIndex = false): T {
+    const direction = query.sortOrder === 'asc' ? 'ASC' : 'DESC';
+    const lastLogin = query.sortBy === 'lastLoginAt';
+    if (lastLogin && !byIndex) qb.addOrderBy('CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END', 'ASC');
+    if (query.sortBy !== 'id') {
+      const nulls = lastLogin && byIndex ? 'NULLS LAST' : undefined;
+      qb.addOrderBy(SORT_COLUMNS[query.sortBy] + this.textCollation(query.sortBy), direction, nulls);
+    }
+    return qb.addOrderBy('u.id', direction);
+  }
+
   private countFiltered(query: ListUsersQueryDto): Promise<number> {
     const qb = this.users.createQueryBuilder('u');
     this.applyFilters(qb, query);
@@ -208,12 +245,16 @@ export class UsersService {
   /** Text sorts by code point of the lower-cased value on both databases (SQLite's BINARY; PostgreSQL's "C"). */
   private textCollation(sortBy: UserSortField): string {
     const isText = sortBy === 'username' || sortBy === 'name';
-    return isText && this.users.manager.connection.options.type === 'postgres' ? ' COLLATE "C"' : '';
+    return isText && this.isPostgres() ? ' COLLATE "C"' : '';
+  }
+
+  private isPostgres(): boolean {
+    return this.users.manager.connection.options.type === 'postgres';
   }
 
   private applyFilters(qb: SelectQueryBuilder<UserEntity>, query: ListUsersQueryDto): void {
     if (query.search) {
-      if (this.users.manager.connection.options.type === 'postgres') {
+      if (this.isPostgres()) {
         // Two conditions the trigram indexes serve one each (PostgreSQL plans an OR of them as a scan of
         // the whole table once a term matches more than a few rows). The usernames are matched on
         // username_key, stored lower-cased: no lower() of every row. The matching ids come as one array,

@@ -9,6 +9,7 @@ import { MetricsStatus1795352102411 } from './1795352102411-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
 import { UserSearchKeyIndex1795380000000 } from './1795380000000-UserSearchKeyIndex.js';
 import { UserSearchIndexesDirect1795390000000 } from './1795390000000-UserSearchIndexesDirect.js';
+import { UserListIdPageIndexes1795400000000 } from './1795400000000-UserListIdPageIndexes.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -23,4 +24,5 @@ export const POSTGRES_MIGRATIONS = [
   UserListIndexes1795353245680,
   UserSearchKeyIndex1795380000000,
   UserSearchIndexesDirect1795390000000,
+  UserListIdPageIndexes1795400000000,
 ];
