@@ -20,6 +20,7 @@ import { attachServiceMetrics } from './metrics/service-endpoint.js';
 import { setupSwagger } from './openapi.js';
 import { securityHeaders } from './common/security-headers.js';
 import { PodLogsService } from './resources/pod-logs.service.js';
+import { registerReadLanes } from './resources/read-lane.js';
 import { UserEntity } from './users/user.entity.js';
 
 export const API_PREFIX = 'api/v1';
@@ -87,6 +88,8 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   const requestTimeoutMs = limits.requestTimeoutSeconds * 1000;
   const adapter = new FastifyAdapter({
     loggerInstance: pino,
+    // No Nest middleware is used: without middie no request runs its (empty) middleware chain.
+    skipMiddie: true,
     logController: new OneLineLogController(createAccessLogger(config.logLevel)),
     // Per route below (onRoute); this one covers what no route matched.
     bodyLimit: ADMIN_BODY_LIMIT,
@@ -150,6 +153,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   attachDrain(app, fastify).onDrain(() => app.get(PodLogsService).closeAll());
   attachServiceMetrics(app, fastify, config);
   registerAudit(app, fastify);
+  registerReadLanes(app, fastify);
   // The one safety net for errors Fastify answers from contexts Nest's filter does not cover (a body
   // refused on a path no route matches, say): the same shape, with the request id.
   fastify.addHook('onSend', (request, reply, payload, done) => {
@@ -176,9 +180,10 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   });
 
   fastify.removeAllContentTypeParsers();
-  fastify.addContentTypeParser(JSON_TYPES, { parseAs: 'string' }, (_request, body, done) => {
+  // The bytes, not a string: the depth check scans them before anything is decoded (see json-body.ts).
+  fastify.addContentTypeParser(JSON_TYPES, { parseAs: 'buffer' }, (_request, body, done) => {
     try {
-      done(null, parseJsonBody(body as string, limits.maxJsonDepth));
+      done(null, parseJsonBody(body as Buffer, limits.maxJsonDepth));
     } catch (error) {
       if (!(error instanceof BodyError)) throw error;
       done(Object.assign(new Error(error.message), { statusCode: error.statusCode }), undefined);

@@ -9,7 +9,7 @@ import {
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { InjectRepository } from '@nestjs/typeorm';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Repository } from 'typeorm';
 import { toErrorResponse } from '../common/filters/http-exception.filter.js';
 import { UndeclaredQueryCheck } from '../common/strict-input.js';
@@ -62,11 +62,7 @@ export function registerAuthentication(
   users: Repository<UserEntity>,
 ): void {
   const logger = new Logger('Authentication');
-  fastify.addHook('onRequest', async (request, reply) => {
-    const rule = (request.routeOptions.config as { [ACCESS_ROUTE_CONFIG]?: AccessRule } | undefined)?.[
-      ACCESS_ROUTE_CONFIG
-    ];
-    if (!rule || rule.public) return;
+  const authenticateOrRefuse = async (request: FastifyRequest, reply: FastifyReply, rule: AccessRule) => {
     try {
       (request as RequestWithCaller).caller = await authenticate(request, rule, credentials, users);
     } catch (error) {
@@ -74,6 +70,25 @@ export function registerAuthentication(
       const { body, headers } = toErrorResponse(error, String(request.id), logger);
       return reply.code(body.statusCode).headers(headers).send(body);
     }
+  };
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const rule = (request.routeOptions.config as { [ACCESS_ROUTE_CONFIG]?: AccessRule } | undefined)?.[
+      ACCESS_ROUTE_CONFIG
+    ];
+    if (!rule || rule.public) return done();
+    // A credential whose caller is cached: no promise, the request goes on at once.
+    const secret = presentedSecret(request);
+    const cached = secret ? credentials.resolveNow(secret) : undefined;
+    if (cached !== undefined && !(cached instanceof Promise)) {
+      (request as RequestWithCaller).caller = cached;
+      return done();
+    }
+    cached?.catch(() => undefined); // settled again below, by authenticate()
+    // As Fastify runs an async hook: go on once it settles (a reply sent by it ends the request there).
+    authenticateOrRefuse(request, reply, rule).then(
+      () => done(),
+      (error: Error) => done(error),
+    );
   });
 }
 

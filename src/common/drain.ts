@@ -16,22 +16,28 @@ export class RequestDrain {
   private readonly drainListeners: Array<() => void> = [];
 
   register(fastify: FastifyInstance): void {
-    fastify.addHook('onRequest', async (request, reply) => {
+    // Callback-style hooks: nothing here waits, so no promise per request.
+    fastify.addHook('onRequest', (request, reply, next) => {
       if (this.draining) {
         reply.header('connection', 'close');
-        return reply.code(503).send(errorBody(503, 'the service is shutting down; try again', String(request.id)));
+        // Answered here: the request goes no further (no next()).
+        void reply.code(503).send(errorBody(503, 'the service is shutting down; try again', String(request.id)));
+        return;
       }
       this.inFlight++;
       (request as Counted)[COUNTED] = true;
+      next();
     });
-    const done = async (request: FastifyRequest) => {
-      if (!(request as Counted)[COUNTED]) return;
-      (request as Counted)[COUNTED] = false;
-      this.inFlight--;
-      if (this.draining && this.inFlight === 0) this.onIdle?.();
+    const finished = (request: FastifyRequest, _reply: unknown, next: () => void) => {
+      if ((request as Counted)[COUNTED]) {
+        (request as Counted)[COUNTED] = false;
+        this.inFlight--;
+        if (this.draining && this.inFlight === 0) this.onIdle?.();
+      }
+      next();
     };
-    fastify.addHook('onResponse', done);
-    fastify.addHook('onRequestAbort', done);
+    fastify.addHook('onResponse', finished);
+    fastify.addHook('onRequestAbort', (request, next) => finished(request, undefined, next));
   }
 
   /**

@@ -34,11 +34,14 @@ import { ALL_NAMESPACES } from './resource-path.js';
 import { type ClusterAnswer, type ResourceTarget, ResourcesService } from './resources.service.js';
 
 /** The target of a resource call: the `x-cluster-name` header and the path's resource, namespace and name. */
-export const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget => {
-  const request = context.switchToHttp().getRequest<FastifyRequest<{ Params: Record<string, string> }>>();
-  const { resource, namespace, name } = request.params;
+export function targetOf(request: FastifyRequest): ResourceTarget {
+  const { resource, namespace, name } = request.params as Record<string, string>;
   return { cluster: request.headers['x-cluster-name'], resource, namespace, name };
-});
+}
+
+export const Target = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): ResourceTarget => targetOf(context.switchToHttp().getRequest()),
+);
 
 /** Headers of the cluster's answer that reach the caller; everything else stays behind. */
 const FORWARDED_HEADERS = ['content-type', 'content-length', 'warning'];
