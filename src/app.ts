@@ -12,7 +12,7 @@ import { registerAuthentication } from './auth/auth.guard.js';
 import { CredentialsService } from './auth/credentials.service.js';
 import { attachDrain } from './common/drain.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
-import { BodyError, parseJsonBody } from './common/json-body.js';
+import { jsonBodyParser } from './common/json-body.js';
 import { createAccessLogger, createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
@@ -180,15 +180,8 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   });
 
   fastify.removeAllContentTypeParsers();
-  // The bytes, not a string: the depth check scans them before anything is decoded (see json-body.ts).
-  fastify.addContentTypeParser(JSON_TYPES, { parseAs: 'buffer' }, (_request, body, done) => {
-    try {
-      done(null, parseJsonBody(body as Buffer, limits.maxJsonDepth));
-    } catch (error) {
-      if (!(error instanceof BodyError)) throw error;
-      done(Object.assign(new Error(error.message), { statusCode: error.statusCode }), undefined);
-    }
-  });
+  // Read as it arrives, the nesting checked on each piece (see json-body.ts).
+  fastify.addContentTypeParser(JSON_TYPES, jsonBodyParser(limits.maxJsonDepth));
 
   await app.register(cookie);
   // Without allowed origins CORS adds nothing to any answer (and a preflight finds no route, 404):
