@@ -20,4 +20,5 @@ VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-CMD ["node", "dist/main.js"]
+# A young generation of at most 4 MiB per semi-space: ~30 MiB less RSS after a load, no measurable CPU cost (README, Benchmarks).
+CMD ["node", "--max-semi-space-size=4", "dist/main.js"]

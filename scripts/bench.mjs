@@ -120,7 +120,8 @@ function goal(text, ok, figure) {
 async function startService(env, label) {
   const port = await freePort();
   const profile = process.env.BENCH_PROFILE ? [`--cpu-prof`, `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
-  const child = spawn(process.execPath, [...profile, 'build/src/main.js'], {
+  // As `npm start`, the Dockerfile and scripts/start.sh run it: a young generation of 4 MiB per semi-space.
+  const child = spawn(process.execPath, ['--max-semi-space-size=4', ...profile, 'build/src/main.js'], {
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
