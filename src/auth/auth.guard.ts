@@ -62,9 +62,9 @@ export function registerAuthentication(
   users: Repository<UserEntity>,
 ): void {
   const logger = new Logger('Authentication');
-  const authenticateOrRefuse = async (request: FastifyRequest, reply: FastifyReply, rule: AccessRule) => {
+  const authenticateOrRefuse = async (request: FastifyRequest, reply: FastifyReply, pending: Promise<Caller>) => {
     try {
-      (request as RequestWithCaller).caller = await authenticate(request, rule, credentials, users);
+      (request as RequestWithCaller).caller = await pending;
     } catch (error) {
       if (!(error instanceof HttpException)) throw error;
       const { body, headers } = toErrorResponse(error, String(request.id), logger);
@@ -78,14 +78,13 @@ export function registerAuthentication(
     if (!rule || rule.public) return done();
     // A credential whose caller is cached: no promise, the request goes on at once.
     const secret = presentedSecret(request);
-    const cached = secret ? credentials.resolveNow(secret) : undefined;
-    if (cached !== undefined && !(cached instanceof Promise)) {
-      (request as RequestWithCaller).caller = cached;
+    const found = secret ? credentials.resolveNow(secret) : authenticate(request, rule, credentials, users);
+    if (!(found instanceof Promise)) {
+      (request as RequestWithCaller).caller = found;
       return done();
     }
-    cached?.catch(() => undefined); // settled again below, by authenticate()
     // As Fastify runs an async hook: go on once it settles (a reply sent by it ends the request there).
-    authenticateOrRefuse(request, reply, rule).then(
+    authenticateOrRefuse(request, reply, found).then(
       () => done(),
       (error: Error) => done(error),
     );
