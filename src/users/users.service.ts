@@ -176,12 +176,16 @@ export class UsersService {
       users = entities;
       total = raw.length > 0 ? Number(raw[0].total) : await this.countFiltered(query);
     } else {
-      // Unfiltered, counting the table is cheap and the page reads only up to its offset in the sort index.
-      // Both at once (two pool connections on PostgreSQL), and COUNT(*): TypeORM's own count is a
-      // COUNT(DISTINCT id), twice the work for the same number.
+      // Unfiltered, the page reads only up to its offset in the sort index, and the total is the whole
+      // table: on PostgreSQL the one row its triggers keep (migration 1795410000000; COUNT(*) of 100,000
+      // users cost more than the page), on SQLite COUNT(*) (TypeORM's own count is a COUNT(DISTINCT id),
+      // twice the work for the same number). Both at once (two pool connections on PostgreSQL).
+      const postgres = this.isPostgres();
       const [page, counted] = await Promise.all([
-        this.isPostgres() ? this.pageByIdsFirst(query) : this.pageOf(this.orderUsers(qb, query), query).getMany(),
-        this.users.query('SELECT COUNT(*) AS n FROM users') as Promise<Array<{ n: number | string }>>,
+        postgres ? this.pageByIdsFirst(query) : this.pageOf(this.orderUsers(qb, query), query).getMany(),
+        this.users.query(postgres ? 'SELECT n FROM user_count' : 'SELECT COUNT(*) AS n FROM users') as Promise<
+          Array<{ n: number | string }>
+        >,
       ]);
       users = page;
       total = Number(counted[0].n);

@@ -10,6 +10,7 @@ import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js
 import { UserSearchKeyIndex1795380000000 } from './1795380000000-UserSearchKeyIndex.js';
 import { UserSearchIndexesDirect1795390000000 } from './1795390000000-UserSearchIndexesDirect.js';
 import { UserListIdPageIndexes1795400000000 } from './1795400000000-UserListIdPageIndexes.js';
+import { UserCount1795410000000 } from './1795410000000-UserCount.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -25,4 +26,5 @@ export const POSTGRES_MIGRATIONS = [
   UserSearchKeyIndex1795380000000,
   UserSearchIndexesDirect1795390000000,
   UserListIdPageIndexes1795400000000,
+  UserCount1795410000000,
 ];
