@@ -13,7 +13,13 @@ import { CredentialsService } from './auth/credentials.service.js';
 import { attachDrain } from './common/drain.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
 import { jsonBodyParser } from './common/json-body.js';
-import { createAccessLogger, createPino, OneLineLogController, PinoNestLogger } from './common/logger.js';
+import {
+  createAccessLogger,
+  createPino,
+  lazyChildLogger,
+  OneLineLogController,
+  PinoNestLogger,
+} from './common/logger.js';
 import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
 import { attachServiceMetrics } from './metrics/service-endpoint.js';
@@ -91,6 +97,8 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     // No Nest middleware is used: without middie no request runs its (empty) middleware chain.
     skipMiddie: true,
     logController: new OneLineLogController(createAccessLogger(config.logLevel)),
+    // A request's logger is made when something logs through it, not for every request.
+    childLoggerFactory: lazyChildLogger,
     // Per route below (onRoute); this one covers what no route matched.
     bodyLimit: ADMIN_BODY_LIMIT,
     trustProxy: config.trustProxy,

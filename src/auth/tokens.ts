@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 /** Recognisable prefixes so secret scanners can spot a leaked credential. */
 export const SESSION_TOKEN_PREFIX = 'cas_sess_';
@@ -11,6 +11,7 @@ export function generateSecret(prefix: string): string {
   return prefix + randomBytes(32).toString('base64url');
 }
 
+/** One-shot hashing: no Hash object per call (the API key or session token of every request is hashed). */
 export function sha256Hex(value: string): string {
-  return createHash('sha256').update(value, 'utf8').digest('hex');
+  return hash('sha256', value, 'hex');
 }

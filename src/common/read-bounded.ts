@@ -18,12 +18,18 @@ export function readBounded(stream: Readable, limit: number, tooLarge: (limit: n
       }
       chunks.push(chunk);
     };
+    let ended = false;
     stream.on('data', onData);
-    stream.once('end', () => resolve(Buffer.concat(chunks, size)));
+    stream.once('end', () => {
+      ended = true;
+      resolve(Buffer.concat(chunks, size));
+    });
     stream.once('error', reject);
-    // Closed before its end (and without an error): what came is not the whole answer.
-    stream.once('close', () =>
-      reject(Object.assign(new Error('the stream closed before its end'), { code: 'ECONNRESET' })),
-    );
+    // Closed before its end (and without an error): what came is not the whole answer. Every stream
+    // closes, after its end too: the error is built only when it is one (an Error captures a stack
+    // trace, which cost 3% of the CPU of a small GET when built for every answer).
+    stream.once('close', () => {
+      if (!ended) reject(Object.assign(new Error('the stream closed before its end'), { code: 'ECONNRESET' }));
+    });
   });
 }
