@@ -451,7 +451,7 @@ async function usersPart() {
             `EXPLAIN ANALYZE SELECT u.id, COUNT(*) OVER () FROM users u
               WHERE u.id = ANY(ARRAY(SELECT id FROM users WHERE username_key LIKE '%er99%'
                                      UNION SELECT id FROM users WHERE lower(name) LIKE '%er99%'))
-                AND EXISTS (SELECT 1 FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id AND r.name = 'viewer')
+                AND EXISTS (SELECT 1 FROM user_roles ur WHERE ur.user_id = u.id AND ur.role_id = (SELECT r.id FROM roles r WHERE r.name = 'viewer'))
               ORDER BY CASE WHEN u.last_login_at IS NULL THEN 1 ELSE 0 END, u.last_login_at DESC, u.id DESC OFFSET 100 LIMIT 50`,
           );
           const deep = await c.query(
