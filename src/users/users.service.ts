@@ -168,13 +168,16 @@ export class UsersService {
     let users: UserEntity[];
     let total: number;
     if (query.search || query.role) {
-      // One pass over the matching rows: the page and the total together (a window count) instead of a
-      // second query filtering the whole table again. Past the last page no row carries the total.
-      const { entities, raw } = await this.pageOf(this.orderUsers(qb, query), query)
+      // One pass over the matching rows: the page's ids and the total together (a window count) instead
+      // of a second query filtering the whole table again. The count and the sort carry ids and sort keys
+      // only; the page's rows are read afterwards by primary key (a deferred join). Sorting and counting
+      // whole rows copied every match into temporary tables: with 1,111 matches of 100,000 on SQLite that
+      // was a fifth of the request. Past the last page no row carries the total.
+      const page = await this.pageOf(this.orderUsers(qb.select('u.id', 'id'), query), query)
         .addSelect('COUNT(*) OVER ()', 'total')
-        .getRawAndEntities<{ total: number | string }>();
-      users = entities;
-      total = raw.length > 0 ? Number(raw[0].total) : await this.countFiltered(query);
+        .getRawMany<{ id: number | string; total: number | string }>();
+      users = await this.inOrder(page.map((row) => Number(row.id)));
+      total = page.length > 0 ? Number(page[0].total) : await this.countFiltered(query);
     } else {
       // Unfiltered, the page reads only up to its offset in the sort index, and the total is the whole
       // table: on PostgreSQL the one row its triggers keep (migration 1795410000000; COUNT(*) of 100,000
@@ -217,6 +220,13 @@ export class UsersService {
         'page.id = u.id',
       )
       .getMany();
+  }
+
+  /** The users of these ids, in this order (one deleted since the ids were read is left out). */
+  private async inOrder(ids: number[]): Promise<UserEntity[]> {
+    if (ids.length === 0) return [];
+    const byId = new Map((await this.users.findBy({ id: In(ids) })).map((user) => [user.id, user]));
+    return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
   private pageOf<T extends SelectQueryBuilder<UserEntity>>(qb: T, query: ListUsersQueryDto): T {
