@@ -39,8 +39,8 @@ export function targetOf(request: FastifyRequest): ResourceTarget {
   return { cluster: request.headers['x-cluster-name'], resource, namespace, name };
 }
 
-export const Target = createParamDecorator(
-  (_data: unknown, context: ExecutionContext): ResourceTarget => targetOf(context.switchToHttp().getRequest()),
+export const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget =>
+  targetOf(context.switchToHttp().getRequest()),
 );
 
 /** Headers of the cluster's answer that reach the caller; everything else stays behind. */
