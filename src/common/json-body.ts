@@ -2,14 +2,9 @@ import { errorCodes, type FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import secureJson from 'secure-json-parse';
 
-/** A body the service refuses while parsing it: the status and the message the client gets. */
-export class BodyError extends Error {
-  constructor(
-    readonly statusCode: number,
-    message: string,
-  ) {
-    super(message);
-  }
+/** A body refused while parsing it, as Fastify's body parsing reports one: the status and the message the client gets. */
+function refusal(statusCode: number, message: string): Error {
+  return Object.assign(new Error(message), { statusCode });
 }
 
 const OPEN_BRACKET = 0x5b;
@@ -73,44 +68,22 @@ export class DepthScanner {
   }
 }
 
-/** Whether a JSON text nests arrays and objects deeper than `max` (see DepthScanner). */
-export function jsonDepthExceeds(text: string | Buffer, max: number): boolean {
-  return new DepthScanner(max).push(typeof text === 'string' ? Buffer.from(text, 'utf8') : text);
-}
-
 function isBlank(bytes: Buffer): boolean {
   for (let i = 0; i < bytes.length; i++) if (!WHITESPACE.has(bytes[i])) return false;
   return true;
 }
 
 /**
- * Parses a JSON request body (its bytes, or a string): empty is "no body", nesting deeper than
- * `maxDepth` is refused before anything is decoded or parsed, `__proto__` and
- * `constructor.prototype` keys are dropped.
+ * The parse itself, once the nesting is known to be within bounds: empty is "no body", `__proto__`
+ * and `constructor.prototype` keys are dropped.
  */
-export function parseJsonBody(body: string | Buffer, maxDepth: number): unknown {
-  const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-  if (jsonDepthExceeds(bytes, maxDepth)) throw tooDeep(maxDepth);
-  return parseJsonBytes(bytes);
-}
-
-function tooDeep(maxDepth: number): BodyError {
-  return new BodyError(400, `body is nested deeper than ${maxDepth} levels`);
-}
-
-/** The parse itself, once the nesting is known to be within bounds. */
 function parseJsonBytes(bytes: Buffer): unknown {
   if (isBlank(bytes)) return undefined;
   try {
     return secureJson.parse(bytes.toString('utf8'), undefined, { protoAction: 'remove', constructorAction: 'remove' });
   } catch (error) {
-    throw new BodyError(400, `body is not valid JSON: ${String((error as Error).message).slice(0, 200)}`);
+    throw refusal(400, `body is not valid JSON: ${String((error as Error).message).slice(0, 200)}`);
   }
-}
-
-/** A refusal as Fastify's body parsing reports one: an Error with the status the client gets. */
-function refusal(error: BodyError): Error {
-  return Object.assign(new Error(error.message), { statusCode: error.statusCode });
 }
 
 /**
@@ -142,7 +115,7 @@ export function jsonBodyParser(maxDepth: number) {
       }
       if (scanner.push(bytes)) {
         stop();
-        return done(refusal(tooDeep(maxDepth)));
+        return done(refusal(400, `body is nested deeper than ${maxDepth} levels`));
       }
       chunks.push(bytes);
     }
@@ -160,7 +133,7 @@ export function jsonBodyParser(maxDepth: number) {
         // A copy, never a view of the socket's read buffer.
         body = parseJsonBytes(Buffer.concat(chunks, received));
       } catch (parseError) {
-        return done(parseError instanceof BodyError ? refusal(parseError) : (parseError as Error));
+        return done(parseError as Error);
       }
       done(null, body);
     }

@@ -1,7 +1,47 @@
 import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { BodyError, DepthScanner, jsonDepthExceeds, parseJsonBody } from '../../src/common/json-body.js';
+import type { FastifyRequest } from 'fastify';
+import { DepthScanner, jsonBodyParser } from '../../src/common/json-body.js';
+
+/** The scanner's answer for a whole text in one piece. */
+const jsonDepthExceeds = (text: string | Buffer, max: number) =>
+  new DepthScanner(max).push(typeof text === 'string' ? Buffer.from(text, 'utf8') : text);
+
+type Refusal = Error & { statusCode?: number };
+
+/**
+ * Runs the service's JSON body parser as Fastify does: a request with the route's body limit and a
+ * Content-Length, and the body arriving as a stream in `pieces`. Settles with what `done` was given.
+ */
+function parseBody(
+  pieces: Array<string | Buffer>,
+  {
+    maxDepth = 3,
+    bodyLimit = 1024,
+    contentLength,
+  }: { maxDepth?: number; bodyLimit?: number; contentLength?: number } = {},
+): Promise<unknown> {
+  const length = contentLength ?? pieces.reduce((n, piece) => n + Buffer.byteLength(piece), 0);
+  const request = {
+    routeOptions: { bodyLimit },
+    headers: { 'content-length': String(length) },
+  } as unknown as FastifyRequest;
+  const payload = new PassThrough();
+  const settled = new Promise<unknown>((resolve, reject) =>
+    jsonBodyParser(maxDepth)(request, payload, (error, body) => (error ? reject(error) : resolve(body))),
+  );
+  for (const piece of pieces) payload.write(piece);
+  payload.end();
+  return settled;
+}
+
+const refused = (statusCode: number, message: RegExp) => (error: Refusal) => {
+  assert.equal(error.statusCode, statusCode, error.message);
+  assert.match(error.message, message);
+  return true;
+};
 
 describe('JSON body depth', () => {
   test('counts arrays and objects, not brackets inside strings (escapes included)', () => {
@@ -14,20 +54,34 @@ describe('JSON body depth', () => {
     assert.equal(jsonDepthExceeds('[[[[[[', 5), true, 'unbalanced still counts');
   });
 
-  test('parses within the bound; refuses deeper bodies and invalid JSON with a 400', () => {
-    assert.deepEqual(parseJsonBody('{"a":[1,{"b":2}]}', 3), { a: [1, { b: 2 }] });
-    assert.equal(parseJsonBody('  ', 3), undefined);
+  test('parses within the bound; refuses deeper bodies and invalid JSON with a 400', async () => {
+    assert.deepEqual(await parseBody(['{"a":[1,', '{"b":2}]}']), { a: [1, { b: 2 }] });
+    assert.equal(await parseBody(['  ']), undefined);
     for (const [text, message] of [
       ['[[[[1]]]]', /nested deeper than 3 levels/],
       ['{"a":', /not valid JSON/],
     ] as const) {
-      assert.throws(
-        () => parseJsonBody(text, 3),
-        (error: unknown) => error instanceof BodyError && error.statusCode === 400 && message.test(error.message),
-      );
+      await assert.rejects(parseBody([text]), refused(400, message));
     }
     assert.equal(({} as Record<string, unknown>).polluted, undefined);
-    assert.deepEqual(parseJsonBody('{"__proto__":{"polluted":1},"a":1}', 3), { a: 1 });
+    assert.deepEqual(await parseBody(['{"__proto__":{"polluted":1},"a":1}']), { a: 1 });
+  });
+
+  test("Fastify's limits: 413 past the route's body limit, 400 for a body shorter than its Content-Length", async () => {
+    await assert.rejects(parseBody(['[1,2,3]'], { bodyLimit: 4 }), refused(413, /body is too large/i));
+    await assert.rejects(parseBody(['[1,', '2,3]'], { bodyLimit: 4, contentLength: 2 }), refused(413, /too large/i));
+    await assert.rejects(parseBody(['[1,2]'], { contentLength: 9 }), refused(400, /content-length/i));
+  });
+
+  test('a body nested too deep is refused at the piece that shows it, before the rest arrives', async () => {
+    const request = { routeOptions: { bodyLimit: 1024 }, headers: {} } as unknown as FastifyRequest;
+    const payload = new PassThrough();
+    const settled = new Promise<unknown>((resolve, reject) =>
+      jsonBodyParser(3)(request, payload, (error, body) => (error ? reject(error) : resolve(body))),
+    );
+    payload.write('{"a":[[[');
+    await assert.rejects(settled, refused(400, /nested deeper than 3 levels/));
+    assert.equal(payload.writableEnded, false, 'refused while the body was still arriving');
   });
 
   test('fed in pieces, the scanner says what it says of the whole text, wherever the cuts fall', () => {
