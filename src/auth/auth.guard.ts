@@ -92,6 +92,18 @@ export function registerAuthentication(
 }
 
 /**
+ * Why a route's rule refuses an authenticated caller (a 403), or undefined when it lets them through.
+ * The guard decides by it; the direct read lane (src/resources/read-lane.ts) leaves to the guard every
+ * caller it refuses.
+ */
+export function roleRefusal(caller: Caller, rule: AccessRule): string | undefined {
+  if (caller.kind === 'bootstrap') return undefined;
+  if (rule.admin && !caller.isAdmin) return 'this route needs the admin role';
+  if (!rule.withoutRole && caller.roles.length === 0) return 'the caller has no role: ask an administrator for one';
+  return undefined;
+}
+
+/**
  * The one global guard: every route is refused unless it declares `@Public()` or `@Authenticated()`;
  * an allowed call with a query parameter its route does not declare is a 400.
  */
@@ -127,10 +139,7 @@ export class AuthGuard implements CanActivate {
     // Normally found by the onRequest hook; resolved here only where the hook could not see the rule.
     const caller = request.caller ?? (await authenticate(request, rule, this.credentials, this.users));
     request.caller = caller; // also on a 403: the audit row names who was refused
-    if (caller.kind === 'bootstrap') return;
-    if (rule.admin && !caller.isAdmin) throw new ForbiddenException('this route needs the admin role');
-    if (!rule.withoutRole && caller.roles.length === 0) {
-      throw new ForbiddenException('the caller has no role: ask an administrator for one');
-    }
+    const refusal = roleRefusal(caller, rule);
+    if (refusal !== undefined) throw new ForbiddenException(refusal);
   }
 }

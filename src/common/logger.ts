@@ -107,7 +107,7 @@ export class OneLineLogController extends LogController {
   }
 }
 
-type LogMethod = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+type LogMethod = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 /**
  * A request's logger, made on first use. Fastify makes a child logger for every request (its id
@@ -163,7 +163,7 @@ class LazyRequestLogger {
   }
   silent(): void {}
 
-  private write(method: Exclude<LogMethod, 'silent'>, args: unknown[]): void {
+  private write(method: LogMethod, args: unknown[]): void {
     // Below the level nothing is written: no child is made for it.
     if (!this.isLevelEnabled(method)) return;
     (this.logger[method] as (...a: unknown[]) => void)(...args);

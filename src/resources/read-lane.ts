@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { ACCESS_ROUTE_CONFIG, type AccessRule } from '../auth/auth.decorators.js';
+import { roleRefusal } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import { toErrorResponse } from '../common/filters/http-exception.filter.js';
 import { sendAnswer, targetOf } from './resources.controller.js';
@@ -27,11 +28,11 @@ function hasQuery(request: FastifyRequest): boolean {
  * A direct lane for the hottest routes: a read without query parameters by a caller with a role is
  * answered by the same service method, `sendAnswer` and error body as through Nest, but without
  * Nest's per-call pipeline (execution context, guard, pipes, parameter decorators), which costs about
- * as much as the rest of the call. Everything else — a query to validate, a watch, a caller without
- * a role, no caller at all — takes the Nest route unchanged, so every check there still decides it.
+ * as much as the rest of the call. Everything else — a query to validate, a watch, a caller the
+ * rule refuses, no caller at all — takes the Nest route unchanged, so every check there still decides it.
  *
  * The route keeps every Fastify hook: authentication (onRequest, which found the caller), audit,
- * metrics, the request log. A route whose access rule is not "authenticated, any role" gets no lane.
+ * metrics, the request log. A caller the route's rule refuses (`roleRefusal`) is left to the guard.
  */
 export function registerReadLanes(app: NestFastifyApplication, fastify: FastifyInstance): void {
   const logger = new Logger('HttpError');
@@ -40,11 +41,11 @@ export function registerReadLanes(app: NestFastifyApplication, fastify: FastifyI
     const config = route.config as { operationId?: string; [ACCESS_ROUTE_CONFIG]?: AccessRule } | undefined;
     const serve = LANES[config?.operationId ?? ''];
     const rule = config?.[ACCESS_ROUTE_CONFIG];
-    if (!serve || route.method !== 'GET' || !rule || rule.public || rule.admin || rule.withoutRole) return;
+    if (!serve || route.method !== 'GET' || !rule || rule.public) return;
     const nest = route.handler;
     route.handler = function (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
       const caller = (request as FastifyRequest & { caller?: Caller }).caller;
-      if (!caller || (caller.kind !== 'bootstrap' && caller.roles.length === 0) || hasQuery(request)) {
+      if (!caller || roleRefusal(caller, rule) !== undefined || hasQuery(request)) {
         return nest.call(this, request, reply);
       }
       return serve(resources, caller, request).then(
