@@ -163,63 +163,94 @@ export class UsersService {
   }
 
   async listUsers(query: ListUsersQueryDto): Promise<UserListDto> {
-    const qb = this.users.createQueryBuilder('u');
-    this.applyFilters(qb, query);
-    let users: UserEntity[];
-    let total: number;
-    if (query.search || query.role) {
-      // One pass over the matching rows: the page's ids and the total together (a window count) instead
-      // of a second query filtering the whole table again. The count and the sort carry ids and sort keys
-      // only; the page's rows are read afterwards by primary key (a deferred join). Sorting and counting
-      // whole rows copied every match into temporary tables: with 1,111 matches of 100,000 on SQLite that
-      // was a fifth of the request. Past the last page no row carries the total.
-      const page = await this.pageOf(this.orderUsers(qb.select('u.id', 'id'), query), query)
-        .addSelect('COUNT(*) OVER ()', 'total')
-        .getRawMany<{ id: number | string; total: number | string }>();
-      users = await this.inOrder(page.map((row) => Number(row.id)));
-      total = page.length > 0 ? Number(page[0].total) : await this.countFiltered(query);
-    } else {
-      // Unfiltered, the page reads only up to its offset in the sort index, and the total is the whole
-      // table: on PostgreSQL the one row its triggers keep (migration 1795410000000; COUNT(*) of 100,000
-      // users cost more than the page), on SQLite COUNT(*) (TypeORM's own count is a COUNT(DISTINCT id),
-      // twice the work for the same number). Both at once (two pool connections on PostgreSQL).
-      const postgres = this.isPostgres();
-      const [page, counted] = await Promise.all([
-        postgres ? this.pageByIdsFirst(query) : this.pageOf(this.orderUsers(qb, query), query).getMany(),
-        this.users.query(postgres ? 'SELECT n FROM user_count' : 'SELECT COUNT(*) AS n FROM users') as Promise<
-          Array<{ n: number | string }>
-        >,
-      ]);
-      users = page;
-      total = Number(counted[0].n);
-    }
+    const { users, total } = this.isPostgres() ? await this.listOnPostgres(query) : await this.listOnSqlite(query);
     // An unknown role matches no one: whether it exists is asked only when nothing matched.
     if (total === 0 && query.role && !(await this.users.manager.exists(RoleEntity, { where: { name: query.role } }))) {
       throw new BadRequestException([`role: no role named '${query.role}'`]);
     }
-    await this.attachRoles(users);
     return { users: users.map(toUserResponse), total, page: query.page, size: query.size };
   }
 
   /**
-   * PostgreSQL, unfiltered: the page's ids first, then only their rows (a deferred join). The ids are
-   * paged by an index-only scan of the sort's index (sort key, id; migrations 1795353245680 and
-   * 1795400000000): the offset is skipped in the index, not by reading every row it skips.
+   * PostgreSQL: the page, its total and its users' roles in one statement, so one round trip. Each
+   * query sent costs a write to the database's socket and a wake-up of its backend, on both sides of
+   * the connection: three statements a page (ids, rows, roles) cost more CPU in the service than
+   * building and reading them did.
+   *
+   * The page's ids come first (a subquery, a deferred join), then only their rows, by primary key.
+   * Unfiltered, the ids are paged by an index-only scan of the sort's index (sort key, id; migrations
+   * 1795353245680 and 1795400000000): the offset is skipped in the index, not by reading every row it
+   * skips; the total is the one row `user_count`'s triggers keep (migration 1795410000000; COUNT(*) of
+   * 100,000 users cost more than the page). Filtered, the ids and a window count of the matches come
+   * from one pass over them.
    *
    * What the plan depends on: an index-only scan reads a row only where its page is not marked
    * all-visible in the visibility map, which vacuum sets (autovacuum: after many inserts or updates).
    * Rows added in bulk, and pages where a row changed since (a login sets last_login_at), are read
    * until then, as the plain page query read every row; the page is right either way.
    */
-  private pageByIdsFirst(query: ListUsersQueryDto): Promise<UserEntity[]> {
-    return this.orderUsers(this.users.createQueryBuilder('u'), query, true)
+  private async listOnPostgres(query: ListUsersQueryDto): Promise<{ users: UserEntity[]; total: number }> {
+    const filtered = Boolean(query.search || query.role);
+    const { entities, raw } = await this.orderUsers(this.users.createQueryBuilder('u'), query, !filtered)
       .innerJoin(
         // `u` inside is its own scope: the subquery in FROM cannot see the outer `u`.
-        (ids) => this.pageOf(this.orderUsers(ids.select('u.id', 'id').from(UserEntity, 'u'), query, true), query),
+        (ids) => {
+          const matches = filtered
+            ? this.matchesOnPostgres(ids.select('u.id', 'id'), query)
+            : ids.select('u.id', 'id').from(UserEntity, 'u');
+          const page = this.pageOf(this.orderUsers(matches, query, !filtered), query);
+          return filtered ? page.addSelect('COUNT(*) OVER ()', 'total') : page;
+        },
         'page',
         'page.id = u.id',
       )
-      .getMany();
+      .addSelect(filtered ? 'page.total' : '(SELECT n FROM user_count)', 'total')
+      .addSelect(
+        `(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'name', r.name)), '[]')
+            FROM user_roles ur INNER JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)`,
+        'roles_json',
+      )
+      .getRawAndEntities<{ u_id: number; total: number | string; roles_json: Array<{ id: number; name: RoleName }> }>();
+    const roles = new Map(raw.map((row) => [Number(row.u_id), row.roles_json]));
+    for (const user of entities) {
+      user.roles = (roles.get(user.id) ?? []).map((role) => Object.assign(new RoleEntity(), role));
+    }
+    // Past the last page no row carries the total.
+    if (raw.length > 0) return { users: entities, total: Number(raw[0].total) };
+    const total = filtered
+      ? await this.countFiltered(query)
+      : Number(((await this.users.query('SELECT n FROM user_count')) as Array<{ n: number | string }>)[0].n);
+    return { users: [], total };
+  }
+
+  /**
+   * SQLite (in the service's own process, so a statement costs no round trip). A filtered list
+   * sorts and counts (a window count) ids and sort keys only, in one pass over the matching rows, and
+   * reads the page's rows by primary key afterwards (a deferred join): sorting and counting whole
+   * rows copied every match into temporary tables, with 1,111 matches of 100,000 a fifth of the
+   * request. Unfiltered, the page reads only up to its offset in the sort index; the total is COUNT(*)
+   * (TypeORM's own count is a COUNT(DISTINCT id), twice the work for the same number).
+   */
+  private async listOnSqlite(query: ListUsersQueryDto): Promise<{ users: UserEntity[]; total: number }> {
+    const qb = this.users.createQueryBuilder('u');
+    this.applyFilters(qb, query);
+    let users: UserEntity[];
+    let total: number;
+    if (query.search || query.role) {
+      const page = await this.pageOf(this.orderUsers(qb.select('u.id', 'id'), query), query)
+        .addSelect('COUNT(*) OVER ()', 'total')
+        .getRawMany<{ id: number | string; total: number | string }>();
+      users = await this.inOrder(page.map((row) => Number(row.id)));
+      // Past the last page no row carries the total.
+      total = page.length > 0 ? Number(page[0].total) : await this.countFiltered(query);
+    } else {
+      users = await this.pageOf(this.orderUsers(qb, query), query).getMany();
+      total = Number(
+        ((await this.users.query('SELECT COUNT(*) AS n FROM users')) as Array<{ n: number | string }>)[0].n,
+      );
+    }
+    await this.attachRoles(users);
+    return { users, total };
   }
 
   /** The users of these ids, in this order (one deleted since the ids were read is left out). */
@@ -250,7 +281,14 @@ export class UsersService {
     return qb.addOrderBy('u.id', direction);
   }
 
-  private countFiltered(query: ListUsersQueryDto): Promise<number> {
+  private async countFiltered(query: ListUsersQueryDto): Promise<number> {
+    if (this.isPostgres()) {
+      const counted = await this.matchesOnPostgres(
+        this.users.manager.createQueryBuilder().select('COUNT(*)', 'n'),
+        query,
+      ).getRawOne<{ n: number | string }>();
+      return Number(counted?.n ?? 0);
+    }
     const qb = this.users.createQueryBuilder('u');
     this.applyFilters(qb, query);
     return qb.getCount();
@@ -266,40 +304,55 @@ export class UsersService {
     return this.users.manager.connection.options.type === 'postgres';
   }
 
+  /**
+   * PostgreSQL: `u`, the users a filter matches, with the columns a sort needs. A search is two
+   * conditions the trigram indexes serve one each (PostgreSQL plans an OR of them as a scan of the
+   * whole table once a term matches more than a few rows); the usernames are matched on username_key,
+   * stored lower-cased: no lower() of every row. The matches come straight from the two index scans
+   * (their UNION), not as ids to look up again by primary key: 1,111 matches of 100,000 took 6.0 ms
+   * that way, 4.3 ms this way.
+   */
+  private matchesOnPostgres<T extends SelectQueryBuilder<any>>(qb: T, query: ListUsersQueryDto): T {
+    if (query.search) {
+      const columns = 'id, username_key, name, created_at, last_login_at';
+      qb.from(
+        `(SELECT ${columns} FROM users WHERE username_key LIKE :pattern ESCAPE '\\'
+           UNION SELECT ${columns} FROM users WHERE LOWER(name) LIKE :pattern ESCAPE '\\')`,
+        'u',
+      ).setParameter('pattern', likePattern(query.search));
+    } else {
+      qb.from(UserEntity, 'u');
+    }
+    if (query.role) this.roleFilter(qb, query.role);
+    return qb;
+  }
+
+  /** SQLite: the search and role conditions on `u` (users). */
   private applyFilters(qb: SelectQueryBuilder<UserEntity>, query: ListUsersQueryDto): void {
     if (query.search) {
-      if (this.isPostgres()) {
-        // Two conditions the trigram indexes serve one each (PostgreSQL plans an OR of them as a scan of
-        // the whole table once a term matches more than a few rows). The usernames are matched on
-        // username_key, stored lower-cased: no lower() of every row. The matching ids come as one array,
-        // so the rows are then fetched by primary key, not by hashing a scan of the whole table.
-        qb.andWhere(
-          `u.id = ANY(ARRAY(SELECT id FROM users WHERE username_key LIKE :pattern ESCAPE '\\'
-                    UNION SELECT id FROM users WHERE LOWER(name) LIKE :pattern ESCAPE '\\'))`,
-          { pattern: likePattern(query.search) },
-        );
-      } else {
-        qb.andWhere("(LOWER(u.username) LIKE :pattern ESCAPE '\\' OR LOWER(u.name) LIKE :pattern ESCAPE '\\')", {
-          pattern: likePattern(query.search),
-        });
-      }
-      // SQLite: the trigram index narrows the rows first (it needs 3 characters); LIKE above stays the rule.
-      // PostgreSQL's trigram indexes serve the LIKE itself.
-      if (this.users.manager.connection.options.type === 'better-sqlite3' && [...query.search].length >= 3) {
+      qb.andWhere("(LOWER(u.username) LIKE :pattern ESCAPE '\\' OR LOWER(u.name) LIKE :pattern ESCAPE '\\')", {
+        pattern: likePattern(query.search),
+      });
+      // The trigram index narrows the rows first (it needs 3 characters); LIKE above stays the rule.
+      if ([...query.search].length >= 3) {
         qb.andWhere('u.id IN (SELECT rowid FROM users_search WHERE users_search MATCH :phrase)', {
           phrase: `"${query.search.replace(/"/g, '""')}"`,
         });
       }
     }
-    if (query.role) {
-      // The role's id is looked up once (a scalar subquery), so each matching user costs one look-up
-      // in user_roles' primary key rather than a join to roles by name (9 → 6.4–7 ms with 1,111
-      // matches of 100,000 on PostgreSQL). An unknown role's id is NULL: no one matches.
-      qb.andWhere(
-        'EXISTS (SELECT 1 FROM user_roles ur WHERE ur.user_id = u.id AND ur.role_id = (SELECT r.id FROM roles r WHERE r.name = :role))',
-        { role: query.role },
-      );
-    }
+    if (query.role) this.roleFilter(qb, query.role);
+  }
+
+  /**
+   * The role's id is looked up once (a scalar subquery), so each matching user costs one look-up in
+   * user_roles' primary key rather than a join to roles by name (9 → 6.4–7 ms with 1,111 matches of
+   * 100,000 on PostgreSQL). An unknown role's id is NULL: no one matches.
+   */
+  private roleFilter(qb: SelectQueryBuilder<any>, role: string): void {
+    qb.andWhere(
+      'EXISTS (SELECT 1 FROM user_roles ur WHERE ur.user_id = u.id AND ur.role_id = (SELECT r.id FROM roles r WHERE r.name = :role))',
+      { role },
+    );
   }
 
   /** Loads the roles of a page of users in one query: (user, role id, role name) rows, no entities. */
