@@ -294,6 +294,24 @@ async function resourcesPart() {
       ourPath(ns, 'one'),
       32,
     );
+    // API key against session: both callers come from the ≤ 1 s caller cache, so what differs is the
+    // look-up of the presented secret. Two 10 s runs one after the other differ by more than 5% on this
+    // shared machine whichever goes first; in slices (key, session, session, key) drift falls on both alike.
+    const slices = { key: 0, session: 0 };
+    for (const [name, target] of [
+      ['key', viaKey],
+      ['session', viaSession],
+      ['session', viaSession],
+      ['key', viaKey],
+    ]) {
+      const slice = Math.max(2, SECONDS / 2);
+      slices[name] +=
+        (await wrk(target.url + ourPath(ns, 'one'), { connections: 32, seconds: slice, headers: target.headers })).rps /
+        2;
+    }
+    console.log(
+      `GET, 32 conn, API key and session in slices (key, session, session, key): ${Math.round(slices.key)} and ${Math.round(slices.session)} req/s`,
+    );
     if (round === 1) {
       await measure('GET, 32 conn: kubectl proxy, client certificate', viaCertProxy, kubePath(ns, 'one'), 32);
       await measure('GET, 32 conn: service, client certificate', viaCertKey, ourPath(ns, 'one'), 32);
@@ -316,7 +334,19 @@ async function resourcesPart() {
       '/healthz',
       32,
     );
-    return { getDirect, getProxy, getKey, getSession, oneDirect, oneProxy, oneKey, listDirect, listProxy, listKey };
+    return {
+      getDirect,
+      getProxy,
+      getKey,
+      getSession,
+      slices,
+      oneDirect,
+      oneProxy,
+      oneKey,
+      listDirect,
+      listProxy,
+      listKey,
+    };
   }
 
   const r1 = await resourceRound(1);
@@ -529,7 +559,6 @@ if (resources) {
   const { r1, r2, peakBig, beforeBig, startRss, idleRss, afterAll, afterAllSettled, afterFirst, afterSecond } =
     resources;
   const { stormGets } = resources;
-  const best = (a, b) => (a.rps >= b.rps ? a : b);
   for (const [i, r] of [r1, r2].entries()) {
     console.log(
       `round ${i + 1}: CPU per GET, service ${Math.round(r.getKey.cpuMicros)} µs (API key), ` +
@@ -557,11 +586,10 @@ if (resources) {
       r.listKey.rps >= 0.9 * r.listDirect.rps,
       `${(r.listKey.rps / r.listDirect.rps).toFixed(2)}×`,
     );
-    const fastest = best(r.getKey, r.getSession);
     goal(
-      `round ${i + 1}: API key and session within 5% of each other (both served from the ≤1 s caller cache)`,
-      Math.min(r.getKey.rps, r.getSession.rps) >= 0.95 * fastest.rps,
-      `key ${Math.round(r.getKey.rps)}, session ${Math.round(r.getSession.rps)} req/s`,
+      `round ${i + 1}: API key and session within 5% of each other (both served from the ≤1 s caller cache; in slices)`,
+      Math.min(r.slices.key, r.slices.session) >= 0.95 * Math.max(r.slices.key, r.slices.session),
+      `key ${Math.round(r.slices.key)}, session ${Math.round(r.slices.session)} req/s`,
     );
   }
   goal('20 MiB list to 16 callers grows RSS ≤ 64 MiB', peakBig - beforeBig <= 64 * MIB, `+${mib(peakBig - beforeBig)}`);
