@@ -1,7 +1,11 @@
 // Issue 9: the worst inputs of the review's findings, each sent while the event loop's delay is
 // measured (perf_hooks.monitorEventLoopDelay). Nothing within the limits may hold the loop for more
 // than 100 ms. The machine is shared and noisy, so each input is measured three times and the
-// smallest of the three worst delays counts, above the same figure for GET /healthz.
+// smallest of the three counts, above the same figure for GET /healthz. What counts of one try is the
+// worst delay, but at most the CPU time the process spent meanwhile: work that holds the loop spends
+// CPU, while a loop delayed because the machine gave the process no core (the CI runs two test files
+// at once beside two control planes) spends none. A delay of 114 ms was seen that way for an input
+// that takes 35 ms alone.
 import assert from 'node:assert/strict';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -141,17 +145,22 @@ describe('event-loop guard: the worst inputs do not block the loop', () => {
     await t.close();
   });
 
-  /** The worst loop delay while one request is handled, in ms. */
+  /**
+   * The worst loop delay while one request is handled, but at most the process's CPU time (user and
+   * system, every thread) meanwhile, in ms.
+   */
   async function worstDelay(input: Input): Promise<number> {
     const histogram = monitorEventLoopDelay({ resolution: 5 });
     histogram.enable();
     await sleep(20); // the histogram samples on a timer: let it start, and record after the request
+    const cpuBefore = process.cpuUsage();
     const res = await t.app.inject({
       method: input.method,
       url: input.url,
       payload: input.payload,
       headers: { ...input.headers, ...(input.auth ? { authorization: `Bearer ${token}` } : {}) },
     });
+    const cpu = process.cpuUsage(cpuBefore);
     await sleep(20);
     histogram.disable();
     assert.equal(res.statusCode, input.status, `${input.name}: ${res.body.slice(0, 300)}`);
@@ -159,10 +168,10 @@ describe('event-loop guard: the worst inputs do not block the loop', () => {
       // Let the next round import again.
       await t.dataSource.query('DELETE FROM clusters');
     }
-    return histogram.max / 1e6;
+    return Math.min(histogram.max / 1e6, (cpu.user + cpu.system) / 1000);
   }
 
-  test('each worst input, measured three times: the smallest worst delay stays under 100 ms above the baseline', async (ctx) => {
+  test('each worst input, measured three times: the smallest worst delay (at most the CPU spent) stays under 100 ms above the baseline', async (ctx) => {
     const measure = async (input: Input) =>
       Math.min(await worstDelay(input), await worstDelay(input), await worstDelay(input));
     const baseline = await measure(inputs[0]);
