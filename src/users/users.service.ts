@@ -22,6 +22,12 @@ import { ROLE_ADMIN, ROLE_VIEWER, RoleEntity, type RoleName } from './role.entit
 import { toUserResponse } from './user.mapper.js';
 import { PROVIDER_PASSWORD, UserEntity } from './user.entity.js';
 
+/** A role of a listed user, as the list's statement gives it (json). */
+interface RoleJson {
+  id: number;
+  name: RoleName;
+}
+
 const SORT_COLUMNS: Record<UserSortField, string> = {
   id: 'u.id',
   username: 'u.username_key',
@@ -163,7 +169,7 @@ export class UsersService {
   }
 
   async listUsers(query: ListUsersQueryDto): Promise<UserListDto> {
-    const { users, total } = this.isPostgres() ? await this.listOnPostgres(query) : await this.listOnSqlite(query);
+    const { users, total } = await this.listPage(query);
     // An unknown role matches no one: whether it exists is asked only when nothing matched.
     if (total === 0 && query.role && !(await this.users.manager.exists(RoleEntity, { where: { name: query.role } }))) {
       throw new BadRequestException([`role: no role named '${query.role}'`]);
@@ -172,92 +178,72 @@ export class UsersService {
   }
 
   /**
-   * PostgreSQL: the page, its total and its users' roles in one statement, so one round trip. Each
-   * query sent costs a write to the database's socket and a wake-up of its backend, on both sides of
-   * the connection: three statements a page (ids, rows, roles) cost more CPU in the service than
-   * building and reading them did.
+   * The page, its total and its users' roles in one statement. On PostgreSQL that is one round trip:
+   * each query sent costs a write to the database's socket and a wake-up of its backend, on both sides
+   * of the connection, and three statements a page (ids, rows, roles) cost more CPU in the service than
+   * building and reading them did. On SQLite (in the process) it is one statement to build, run and
+   * read instead of three.
    *
    * The page's ids come first (a subquery, a deferred join), then only their rows, by primary key.
-   * Unfiltered, the ids are paged by an index-only scan of the sort's index (sort key, id; migrations
-   * 1795353245680 and 1795400000000): the offset is skipped in the index, not by reading every row it
-   * skips; the total is the one row `user_count`'s triggers keep (migration 1795410000000; COUNT(*) of
-   * 100,000 users cost more than the page). Filtered, the ids and a window count of the matches come
-   * from one pass over them.
+   * Filtered, the ids and a window count of the matches come from one pass over the matches, sorting
+   * ids and sort keys only (sorting whole rows copied every match into temporary tables: with 1,111
+   * matches of 100,000, a fifth of the request on SQLite). Unfiltered, the ids are paged by the sort's
+   * index, the offset skipped in the index, not by reading every row it skips; the total is, on
+   * PostgreSQL, the one row `user_count`'s triggers keep (migration 1795410000000; COUNT(*) of 100,000
+   * users cost more than the page), on SQLite COUNT(*).
    *
-   * What the plan depends on: an index-only scan reads a row only where its page is not marked
+   * PostgreSQL reads those ids by an index-only scan of the sort's index (sort key, id; migrations
+   * 1795353245680 and 1795400000000). An index-only scan reads a row only where its page is not marked
    * all-visible in the visibility map, which vacuum sets (autovacuum: after many inserts or updates).
    * Rows added in bulk, and pages where a row changed since (a login sets last_login_at), are read
-   * until then, as the plain page query read every row; the page is right either way.
+   * until then; the page is right either way.
    */
-  private async listOnPostgres(query: ListUsersQueryDto): Promise<{ users: UserEntity[]; total: number }> {
+  private async listPage(query: ListUsersQueryDto): Promise<{ users: UserEntity[]; total: number }> {
+    const postgres = this.isPostgres();
     const filtered = Boolean(query.search || query.role);
-    const { entities, raw } = await this.orderUsers(this.users.createQueryBuilder('u'), query, !filtered)
+    const byIndex = postgres && !filtered;
+    const unfilteredTotal = postgres ? 'SELECT n FROM user_count' : 'SELECT COUNT(*) AS n FROM users';
+    const { entities, raw } = await this.orderUsers(this.users.createQueryBuilder('u'), query, byIndex)
       .innerJoin(
         // `u` inside is its own scope: the subquery in FROM cannot see the outer `u`.
         (ids) => {
-          const matches = filtered
-            ? this.matchesOnPostgres(ids.select('u.id', 'id'), query)
-            : ids.select('u.id', 'id').from(UserEntity, 'u');
-          const page = this.pageOf(this.orderUsers(matches, query, !filtered), query);
+          const page = this.pageOf(
+            this.orderUsers(this.matches(ids.select('u.id', 'id'), query), query, byIndex),
+            query,
+          );
           return filtered ? page.addSelect('COUNT(*) OVER ()', 'total') : page;
         },
         'page',
         'page.id = u.id',
       )
-      .addSelect(filtered ? 'page.total' : '(SELECT n FROM user_count)', 'total')
+      .addSelect(filtered ? 'page.total' : `(${unfilteredTotal})`, 'total')
       .addSelect(
-        `(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'name', r.name)), '[]')
-            FROM user_roles ur INNER JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)`,
+        postgres
+          ? `(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'name', r.name)), '[]')
+                FROM user_roles ur INNER JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)`
+          : `(SELECT json_group_array(json_object('id', r.id, 'name', r.name))
+                FROM user_roles ur INNER JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)`,
         'roles_json',
       )
-      .getRawAndEntities<{ u_id: number; total: number | string; roles_json: Array<{ id: number; name: RoleName }> }>();
-    const roles = new Map(raw.map((row) => [Number(row.u_id), row.roles_json]));
+      .getRawAndEntities<{ u_id: number; total: number | string; roles_json: string | RoleJson[] }>();
+    const roles = new Map(
+      // PostgreSQL parses json itself; SQLite answers its text.
+      raw.map((row) => [
+        Number(row.u_id),
+        typeof row.roles_json === 'string' ? (JSON.parse(row.roles_json) as RoleJson[]) : row.roles_json,
+      ]),
+    );
     for (const user of entities) {
       user.roles = (roles.get(user.id) ?? []).map((role) => Object.assign(new RoleEntity(), role));
     }
     // Past the last page no row carries the total.
     if (raw.length > 0) return { users: entities, total: Number(raw[0].total) };
-    const total = filtered
-      ? await this.countFiltered(query)
-      : Number(((await this.users.query('SELECT n FROM user_count')) as Array<{ n: number | string }>)[0].n);
-    return { users: [], total };
-  }
-
-  /**
-   * SQLite (in the service's own process, so a statement costs no round trip). A filtered list
-   * sorts and counts (a window count) ids and sort keys only, in one pass over the matching rows, and
-   * reads the page's rows by primary key afterwards (a deferred join): sorting and counting whole
-   * rows copied every match into temporary tables, with 1,111 matches of 100,000 a fifth of the
-   * request. Unfiltered, the page reads only up to its offset in the sort index; the total is COUNT(*)
-   * (TypeORM's own count is a COUNT(DISTINCT id), twice the work for the same number).
-   */
-  private async listOnSqlite(query: ListUsersQueryDto): Promise<{ users: UserEntity[]; total: number }> {
-    const qb = this.users.createQueryBuilder('u');
-    this.applyFilters(qb, query);
-    let users: UserEntity[];
-    let total: number;
-    if (query.search || query.role) {
-      const page = await this.pageOf(this.orderUsers(qb.select('u.id', 'id'), query), query)
-        .addSelect('COUNT(*) OVER ()', 'total')
-        .getRawMany<{ id: number | string; total: number | string }>();
-      users = await this.inOrder(page.map((row) => Number(row.id)));
-      // Past the last page no row carries the total.
-      total = page.length > 0 ? Number(page[0].total) : await this.countFiltered(query);
-    } else {
-      users = await this.pageOf(this.orderUsers(qb, query), query).getMany();
-      total = Number(
-        ((await this.users.query('SELECT COUNT(*) AS n FROM users')) as Array<{ n: number | string }>)[0].n,
-      );
-    }
-    await this.attachRoles(users);
-    return { users, total };
-  }
-
-  /** The users of these ids, in this order (one deleted since the ids were read is left out). */
-  private async inOrder(ids: number[]): Promise<UserEntity[]> {
-    if (ids.length === 0) return [];
-    const byId = new Map((await this.users.findBy({ id: In(ids) })).map((user) => [user.id, user]));
-    return ids.flatMap((id) => byId.get(id) ?? []);
+    const counted = filtered
+      ? await this.matches(this.users.manager.createQueryBuilder().select('COUNT(*)', 'n'), query).getRawOne<{
+          n: number | string;
+        }>()
+      : ((await this.users.query(unfilteredTotal)) as Array<{ n: number | string }>)[0];
+    return { users: [], total: Number(counted?.n ?? 0) };
   }
 
   private pageOf<T extends SelectQueryBuilder<UserEntity>>(qb: T, query: ListUsersQueryDto): T {
@@ -281,19 +267,6 @@ export class UsersService {
     return qb.addOrderBy('u.id', direction);
   }
 
-  private async countFiltered(query: ListUsersQueryDto): Promise<number> {
-    if (this.isPostgres()) {
-      const counted = await this.matchesOnPostgres(
-        this.users.manager.createQueryBuilder().select('COUNT(*)', 'n'),
-        query,
-      ).getRawOne<{ n: number | string }>();
-      return Number(counted?.n ?? 0);
-    }
-    const qb = this.users.createQueryBuilder('u');
-    this.applyFilters(qb, query);
-    return qb.getCount();
-  }
-
   /** Text sorts by code point of the lower-cased value on both databases (SQLite's BINARY; PostgreSQL's "C"). */
   private textCollation(sortBy: UserSortField): string {
     const isText = sortBy === 'username' || sortBy === 'name';
@@ -302,6 +275,14 @@ export class UsersService {
 
   private isPostgres(): boolean {
     return this.users.manager.connection.options.type === 'postgres';
+  }
+
+  /** `u`: the users the list's filters match (every user without a filter). */
+  private matches<T extends SelectQueryBuilder<any>>(qb: T, query: ListUsersQueryDto): T {
+    if (this.isPostgres()) return this.matchesOnPostgres(qb, query);
+    qb.from(UserEntity, 'u');
+    this.applyFilters(qb, query);
+    return qb;
   }
 
   /**
@@ -328,7 +309,7 @@ export class UsersService {
   }
 
   /** SQLite: the search and role conditions on `u` (users). */
-  private applyFilters(qb: SelectQueryBuilder<UserEntity>, query: ListUsersQueryDto): void {
+  private applyFilters(qb: SelectQueryBuilder<any>, query: ListUsersQueryDto): void {
     if (query.search) {
       qb.andWhere("(LOWER(u.username) LIKE :pattern ESCAPE '\\' OR LOWER(u.name) LIKE :pattern ESCAPE '\\')", {
         pattern: likePattern(query.search),
@@ -353,25 +334,6 @@ export class UsersService {
       'EXISTS (SELECT 1 FROM user_roles ur WHERE ur.user_id = u.id AND ur.role_id = (SELECT r.id FROM roles r WHERE r.name = :role))',
       { role },
     );
-  }
-
-  /** Loads the roles of a page of users in one query: (user, role id, role name) rows, no entities. */
-  private async attachRoles(users: UserEntity[]): Promise<void> {
-    if (users.length === 0) return;
-    const rows = await this.users.manager
-      .createQueryBuilder()
-      .select('ur.user_id', 'userId')
-      .addSelect('r.id', 'id')
-      .addSelect('r.name', 'name')
-      .from('user_roles', 'ur')
-      .innerJoin('roles', 'r', 'r.id = ur.role_id')
-      .where('ur.user_id IN (:...ids)', { ids: users.map((u) => u.id) })
-      .getRawMany<{ userId: number | string; id: number | string; name: RoleName }>();
-    const byId = new Map<number, RoleEntity[]>(users.map((u) => [u.id, []]));
-    for (const row of rows) {
-      byId.get(Number(row.userId))?.push(Object.assign(new RoleEntity(), { id: Number(row.id), name: row.name }));
-    }
-    for (const user of users) user.roles = byId.get(user.id)!;
   }
 
   async getUser(id: number, manager: EntityManager = this.users.manager): Promise<UserEntity> {

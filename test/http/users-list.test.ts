@@ -132,6 +132,29 @@ describe('GET /api/v1/admin/users with 1,000 users', () => {
     return { ids, totals };
   }
 
+  test('a page is one statement on either database: its users, their roles and the total', async () => {
+    const sent: string[] = [];
+    const subscriber = { beforeQuery: ({ query }: { query: string }) => void sent.push(query) };
+    t.dataSource.subscribers.push(subscriber);
+    try {
+      const queries: Array<Record<string, string>> = [
+        { sortBy: 'name', page: '3' },
+        { search: 'u00', role: 'viewer', sortBy: 'lastLoginAt', sortOrder: 'desc', page: '2', size: '5' },
+      ];
+      for (const query of queries) {
+        sent.length = 0;
+        const res = await api.get('/api/v1/admin/users', { query });
+        assert.equal(res.status, 200, res.text);
+        assert.ok(res.body.users.length > 0 && res.body.users.every((u: ListedUser) => u.roles.length > 0));
+        // Besides the caller's look-up, when the caller cache has to ask.
+        const listed = sent.filter((q) => !/\bFROM sessions\b/.test(q));
+        assert.equal(listed.length, 1, JSON.stringify({ query, listed }));
+      }
+    } finally {
+      t.dataSource.subscribers.splice(t.dataSource.subscribers.indexOf(subscriber as never), 1);
+    }
+  });
+
   test('defaults: page 1, size 20, newest id first; total counts all', async () => {
     const res = await api.get('/api/v1/admin/users/');
     assert.equal(res.status, 200);
