@@ -203,6 +203,9 @@ export class UsersService {
     const filtered = Boolean(query.search || query.role);
     const byIndex = postgres && !filtered;
     const unfilteredTotal = postgres ? 'SELECT n FROM user_count' : 'SELECT COUNT(*) AS n FROM users';
+    const rolesAsJson = postgres
+      ? `COALESCE(json_agg(json_build_object('id', r.id, 'name', r.name)), '[]')`
+      : `json_group_array(json_object('id', r.id, 'name', r.name))`;
     const { entities, raw } = await this.orderUsers(this.users.createQueryBuilder('u'), query, byIndex)
       .innerJoin(
         // `u` inside is its own scope: the subquery in FROM cannot see the outer `u`.
@@ -218,11 +221,7 @@ export class UsersService {
       )
       .addSelect(filtered ? 'page.total' : `(${unfilteredTotal})`, 'total')
       .addSelect(
-        postgres
-          ? `(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'name', r.name)), '[]')
-                FROM user_roles ur INNER JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)`
-          : `(SELECT json_group_array(json_object('id', r.id, 'name', r.name))
-                FROM user_roles ur INNER JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)`,
+        `(SELECT ${rolesAsJson} FROM user_roles ur INNER JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)`,
         'roles_json',
       )
       .getRawAndEntities<{ u_id: number; total: number | string; roles_json: string | RoleJson[] }>();
@@ -279,10 +278,7 @@ export class UsersService {
 
   /** `u`: the users the list's filters match (every user without a filter). */
   private matches<T extends SelectQueryBuilder<any>>(qb: T, query: ListUsersQueryDto): T {
-    if (this.isPostgres()) return this.matchesOnPostgres(qb, query);
-    qb.from(UserEntity, 'u');
-    this.applyFilters(qb, query);
-    return qb;
+    return this.isPostgres() ? this.matchesOnPostgres(qb, query) : this.matchesOnSqlite(qb, query);
   }
 
   /**
@@ -308,8 +304,9 @@ export class UsersService {
     return qb;
   }
 
-  /** SQLite: the search and role conditions on `u` (users). */
-  private applyFilters(qb: SelectQueryBuilder<any>, query: ListUsersQueryDto): void {
+  /** SQLite: `u`, the users table, with the search and role conditions. */
+  private matchesOnSqlite<T extends SelectQueryBuilder<any>>(qb: T, query: ListUsersQueryDto): T {
+    qb.from(UserEntity, 'u');
     if (query.search) {
       qb.andWhere("(LOWER(u.username) LIKE :pattern ESCAPE '\\' OR LOWER(u.name) LIKE :pattern ESCAPE '\\')", {
         pattern: likePattern(query.search),
@@ -322,6 +319,7 @@ export class UsersService {
       }
     }
     if (query.role) this.roleFilter(qb, query.role);
+    return qb;
   }
 
   /**
