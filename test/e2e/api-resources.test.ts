@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { signedIn } from '../support/factories.js';
+import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { request } from '../support/http.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 describe('what a cluster serves: api-resources and schemas', () => {
   let cp: ControlPlane;
@@ -18,11 +17,7 @@ describe('what a cluster serves: api-resources and schemas', () => {
   const byId = (body: any, id: string) => (body.resources as any[]).find((r) => r.id === id);
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp();
-    admin = (await signedIn(t, 'admin')).token;
-    viewer = (await signedIn(t, 'viewer')).token;
-    await registerCluster(t, admin, 'alpha', kubeconfigFor(cp));
+    ({ cp, t, admin, viewer } = await startClusterApp({ cluster: 'alpha', viewer: true }));
   });
   after(async () => {
     await kubeRequest(cp, 'DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crdName}`);

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
+import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { openWatch, summary } from './watch-client.js';
 import { createCrd } from '../support/kube.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 describe('events of any object, built-in or custom', () => {
   let cp: ControlPlane;
@@ -41,13 +40,7 @@ describe('events of any object, built-in or custom', () => {
     });
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp();
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
-    admin = (await signedIn(t, 'admin')).token;
-    await registerCluster(t, admin, 'alpha', kubeconfigFor(cp));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    ({ cp, t, admin, base } = await startClusterApp({ cluster: 'alpha', namespace: ns, listen: true }));
     await createCrd(cp, { group, plural: 'sprockets', kind: 'Sprocket', namespace: ns });
   });
   after(async () => {

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
+import { kubeRequest, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { signedIn } from '../support/factories.js';
 import { request, type Response } from '../support/http.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 /**
  * A read without query parameters takes the direct lane (src/resources/read-lane.ts); the same read
@@ -19,12 +19,7 @@ describe('resource reads: the direct lane answers exactly as the Nest route', ()
   const ns = `lane-${process.pid}`;
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp();
-    admin = (await signedIn(t, 'admin')).token;
-    viewer = (await signedIn(t, 'viewer')).token;
-    await registerCluster(t, admin, 'lane', kubeconfigFor(cp));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    ({ cp, t, admin, viewer } = await startClusterApp({ cluster: 'lane', namespace: ns, viewer: true }));
     for (const name of ['one', 'two']) {
       await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
         metadata: { name },

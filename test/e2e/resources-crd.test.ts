@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { signedIn } from '../support/factories.js';
+import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { request } from '../support/http.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 describe('custom resources, with a CRD created during the test', () => {
   let t: TestApp;
@@ -17,11 +16,7 @@ describe('custom resources, with a CRD created during the test', () => {
     request(t.app, method, `/api/v1/${url}`, { token, headers: { 'x-cluster-name': 'alpha' }, ...options });
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp();
-    token = (await signedIn(t, 'admin')).token;
-    await registerCluster(t, token, 'alpha', kubeconfigFor(cp));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    ({ cp, t, admin: token } = await startClusterApp({ cluster: 'alpha', namespace: ns }));
     // Discovery of the cluster is cached before the CRD exists: the miss must refresh it.
     assert.equal((await call('GET', `configmaps/${ns}`)).status, 200);
   });

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { signedIn } from '../support/factories.js';
+import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { request } from '../support/http.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces, scopes', () => {
   let t: TestApp;
@@ -18,10 +17,7 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
   ) => request(t.app, method, `/api/v1/${url}`, { token, headers: { 'x-cluster-name': 'alpha' }, ...options });
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp();
-    token = (await signedIn(t, 'admin')).token;
-    await registerCluster(t, token, 'alpha', kubeconfigFor(cp));
+    ({ cp, t, admin: token } = await startClusterApp({ cluster: 'alpha' }));
     const created = await call('POST', 'namespaces/_all', { body: { metadata: { name: ns } } });
     assert.equal(created.status, 201, created.text);
   });

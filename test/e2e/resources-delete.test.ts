@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, readAudit, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { signedIn } from '../support/factories.js';
+import { kubeRequest, readAudit, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { request } from '../support/http.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 describe('DELETE on a real cluster', () => {
   let t: TestApp;
@@ -33,11 +32,7 @@ describe('DELETE on a real cluster', () => {
   }
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp();
-    token = (await signedIn(t, 'admin')).token;
-    await registerCluster(t, token, 'alpha', kubeconfigFor(cp));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    ({ cp, t, admin: token } = await startClusterApp({ cluster: 'alpha', namespace: ns }));
   });
   after(async () => {
     await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);

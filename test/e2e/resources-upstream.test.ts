@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { kubeRequest, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { closedPort } from '../support/kubeconfigs.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { kubeGetRaw } from '../support/kube.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 describe('clusters that refuse, hang, or send a lot', () => {
   let t: TestApp;
@@ -20,10 +20,12 @@ describe('clusters that refuse, hang, or send a lot', () => {
     request(t.app, 'GET', `/api/v1/${url}`, { token, headers: { 'x-cluster-name': cluster }, query });
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp({ env: { CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS: '2' } });
-    token = (await signedIn(t, 'admin')).token;
-    await registerCluster(t, token, 'alpha', kubeconfigFor(cp));
+    const started = await startClusterApp({
+      cluster: 'alpha',
+      namespace: ns,
+      env: { CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS: '2' },
+    });
+    ({ cp, t, admin: token } = started);
     await registerCluster(
       t,
       token,
@@ -35,7 +37,6 @@ describe('clusters that refuse, hang, or send a lot', () => {
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     const port = (silent.address() as net.AddressInfo).port;
     await registerCluster(t, token, 'silent', kubeconfigFor(cp, { server: `https://127.0.0.1:${port}` }));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
   });
   after(async () => {
     for (const s of sockets) s.destroy();

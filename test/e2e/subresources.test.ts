@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { signedIn } from '../support/factories.js';
+import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
 import { request } from '../support/http.js';
 import { createCrd } from '../support/kube.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 describe('scale and status subresources', () => {
   let cp: ControlPlane;
@@ -23,12 +22,7 @@ describe('scale and status subresources', () => {
   ) => request(t.app, method, `/api/v1/${path}`, { token, headers: { 'x-cluster-name': 'alpha' }, ...options });
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    t = await startTestApp();
-    admin = (await signedIn(t, 'admin')).token;
-    viewer = (await signedIn(t, 'viewer')).token;
-    await registerCluster(t, admin, 'alpha', kubeconfigFor(cp));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    ({ cp, t, admin, viewer } = await startClusterApp({ cluster: 'alpha', namespace: ns, viewer: true }));
     const deployment = await kubeRequest(cp, 'POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
       metadata: { name: 'web' },
       spec: {

@@ -2,13 +2,14 @@ import assert from 'node:assert/strict';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { createUser, login, signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { openWatch, summary, type WatchClient } from './watch-client.js';
 import { createCrd } from '../support/kube.js';
+import { startClusterApp } from '../support/cluster-app.js';
 
 /** A watch straight on the apiserver, for byte-for-byte comparison: the raw lines it sends. */
 function clusterWatchLines(cp: ControlPlane, path: string): { lines: string[]; close(): void } {
@@ -58,16 +59,13 @@ describe('watch streams through the service (JSON lines and SSE), against a real
       : `/apis/${group}/v1/namespaces/${ns}/gadgets${name && `/${name}`}`;
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    // A small window, so that a version older than it can be shown to give 410.
-    t = await startTestApp({
+    ({ cp, t, admin, base } = await startClusterApp({
+      cluster: 'alpha',
+      namespace: ns,
+      listen: true,
+      // A small window, so that a version older than it can be shown to give 410.
       env: { CAS_WATCH_WINDOW_EVENTS: '10', CAS_WATCH_LINGER_SECONDS: '1', CAS_WATCH_HEARTBEAT_SECONDS: '1' },
-    });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
-    admin = (await signedIn(t, 'admin')).token;
-    await registerCluster(t, admin, 'alpha', kubeconfigFor(cp));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    }));
     await createCrd(cp, { group, plural: 'gadgets', kind: 'Gadget', namespace: ns });
   });
   after(async () => {
