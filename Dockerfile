@@ -10,6 +10,8 @@ RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 CAS_DATA_DIR=/data
+# Password hashing's 64 MiB in transparent huge pages: ~2.5× faster logins (README, Benchmarks).
+ENV GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

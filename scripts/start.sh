@@ -6,4 +6,4 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   npm ci --no-fund --no-audit
 fi
 npm run build
-exec node --max-semi-space-size=4 dist/main.js
+exec env GLIBC_TUNABLES=glibc.malloc.hugetlb=1 node --max-semi-space-size=4 dist/main.js
