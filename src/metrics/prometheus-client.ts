@@ -71,7 +71,8 @@ function failureOutcome(error: unknown): ClusterOutcome {
  * parser, validated on create/update) plus one of the fixed paths above, and a query string built
  * by URLSearchParams from validated values: nothing a caller sends can change the path. Only the
  * service's own headers go out. The answer comes back unread; the time-out covers the status line
- * and every stall of the body.
+ * and every stall of the body. A GET sent over a kept-alive connection that the server had closed
+ * meanwhile (Prometheus restarted) is sent once more on a new one, as requests to clusters are.
  */
 export function requestPrometheus(
   endpoint: MetricsEndpoint,
@@ -91,30 +92,36 @@ export function requestPrometheus(
     record('error');
     return Promise.reject(new AddressNotAllowedError(`${host} is a link-local address`));
   }
-  return new Promise((resolve, reject) => {
-    const req = (secure ? https : http).request({
-      host,
-      port: base.port || (secure ? 443 : 80),
-      method: 'GET',
-      path: fullPath,
-      headers: { accept: 'application/json', 'user-agent': USER_AGENT },
-      agent: secure ? agents.https : agents.http,
+  const attempt = (mayRetry: boolean): Promise<IncomingMessage> =>
+    new Promise((resolve, reject) => {
+      const req = (secure ? https : http).request({
+        host,
+        port: base.port || (secure ? 443 : 80),
+        method: 'GET',
+        path: fullPath,
+        headers: { accept: 'application/json', 'user-agent': USER_AGENT },
+        agent: secure ? agents.https : agents.http,
+      });
+      const timeout = () => new ClusterTimeoutError(`no answer within ${timeoutMs} ms`);
+      const timer = setTimeout(() => req.destroy(timeout()), timeoutMs);
+      req.on('response', (res) => {
+        clearTimeout(timer);
+        record(outcomeOfStatus(res.statusCode ?? 0));
+        res.setTimeout(timeoutMs, () => res.destroy(timeout()));
+        resolve(res);
+      });
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        if (mayRetry && req.reusedSocket && error.code === 'ECONNRESET') {
+          resolve(attempt(false));
+          return;
+        }
+        record(failureOutcome(error));
+        reject(error);
+      });
+      req.end();
     });
-    const timeout = () => new ClusterTimeoutError(`no answer within ${timeoutMs} ms`);
-    const timer = setTimeout(() => req.destroy(timeout()), timeoutMs);
-    req.on('response', (res) => {
-      clearTimeout(timer);
-      record(outcomeOfStatus(res.statusCode ?? 0));
-      res.setTimeout(timeoutMs, () => res.destroy(timeout()));
-      resolve(res);
-    });
-    req.on('error', (error) => {
-      clearTimeout(timer);
-      record(failureOutcome(error));
-      reject(error);
-    });
-    req.end();
-  });
+  return attempt(true);
 }
 
 /** Reads a whole answer, refusing more than `limit` bytes. */
