@@ -12,9 +12,9 @@ const PASSWORD = 'huge-pages-password-1';
 /** `npm start`: leading NAME=value assignments, then the command. */
 const START = JSON.parse(readFileSync('package.json', 'utf8')).scripts.start as string;
 const START_WORDS = START.trim().split(/\s+/);
-const ASSIGNMENTS = START_WORDS.filter((word, i) => START_WORDS.slice(0, i + 1).every((w) => /^[A-Z_]+=/.test(w)));
-const START_ENV = Object.fromEntries(ASSIGNMENTS.map((word) => word.split(/=(.*)/, 2)));
-const START_COMMAND = START_WORDS.slice(ASSIGNMENTS.length);
+const COMMAND_AT = START_WORDS.findIndex((word) => !/^[A-Z_]+=/.test(word));
+const START_ENV = Object.fromEntries(START_WORDS.slice(0, COMMAND_AT).map((word) => word.split(/=(.*)/, 2)));
+const START_COMMAND = START_WORDS.slice(COMMAND_AT);
 const THP = existsSync('/sys/kernel/mm/transparent_hugepage/enabled')
   ? readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8')
   : '';
@@ -26,7 +26,7 @@ const minorFaults = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'u
  * argon2id fills 64 MiB per password check. glibc hands a block that large out with a fresh mmap and
  * returns it with munmap, so in 4 KiB pages every check faulted in 16,384 pages: 116 ms of a 376 ms
  * check on this VM, in the kernel. The launch line (`npm start`, the Dockerfile, scripts/start.sh) sets
- * GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which asks for transparent huge pages for such blocks: ~150
+ * GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which asks for transparent huge pages for such blocks: ~140
  * faults and 143 ms of CPU a check.
  */
 describe(
