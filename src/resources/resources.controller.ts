@@ -17,7 +17,6 @@ import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiRes
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
-import { coalesce } from '../common/coalesce.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
 import { ApiErrors, ResourceResponses } from '../common/api-errors.js';
@@ -59,7 +58,7 @@ export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyR
       const value = answer.headers[name];
       if (value !== undefined) reply.header(name, value);
     }
-    return reply.send(write ? peekWriteAnswer(reply.request, answer) : coalesce(answer));
+    return reply.send(write ? peekWriteAnswer(reply.request, answer) : answer);
   }
   if (write) noteAudit(reply.request, { answer: answer.body });
   if (answer.warning !== undefined) reply.header('warning', answer.warning);
