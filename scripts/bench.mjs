@@ -302,6 +302,27 @@ async function resourcesPart() {
     return row(label, r, notes.join(', '));
   }
 
+  /**
+   * Two ways in, measured in eight alternating slices (a, b, b, a, b, a, a, b) so that a drift of the
+   * machine falls on both alike; returns each one's mean req/s.
+   */
+  async function inSlices(label, connections, ways) {
+    const [a, b] = Object.keys(ways);
+    const order = [a, b, b, a, b, a, a, b];
+    const slice = Math.max(2, Math.ceil(SECONDS / 4)); // wrk takes whole seconds
+    const mean = { [a]: 0, [b]: 0 };
+    for (const name of order) {
+      const [target, path] = ways[name];
+      const r = await wrk(target.url + path, { connections, seconds: slice, headers: target.headers });
+      mean[name] += r.rps / (order.length / 2);
+    }
+    console.log(
+      `${label} in ${order.length} slices of ${slice} s (${order.join(', ')}): ` +
+        `${Math.round(mean[a])} and ${Math.round(mean[b])} req/s`,
+    );
+    return mean;
+  }
+
   async function resourceRound(round) {
     console.log(`\n— resource routes, round ${round}`);
     const getDirect = await measure('GET one 1 KiB ConfigMap, 32 conn: direct', direct, kubePath(ns, 'one'), 32);
@@ -322,22 +343,16 @@ async function resourcesPart() {
     // look-up of the presented secret. Two 10 s runs one after the other differ by more than 5% on this
     // shared machine whichever goes first, and so did two 5 s slices each (key, session, session, key):
     // eight slices (key, session, session, key, session, key, key, session) cancel a drift both ways.
-    const slices = { key: 0, session: 0 };
-    const order = ['key', 'session', 'session', 'key', 'session', 'key', 'key', 'session'];
-    const slice = Math.max(2, Math.ceil(SECONDS / 4)); // wrk takes whole seconds
-    for (const name of order) {
-      const target = name === 'key' ? viaKey : viaSession;
-      const r = await wrk(target.url + ourPath(ns, 'one'), {
-        connections: 32,
-        seconds: slice,
-        headers: target.headers,
-      });
-      slices[name] += r.rps / (order.length / 2);
-    }
-    console.log(
-      `GET, 32 conn, API key and session in ${order.length} slices of ${slice} s (${order.join(', ')}): ` +
-        `${Math.round(slices.key)} and ${Math.round(slices.session)} req/s`,
-    );
+    const slices = await inSlices('GET, 32 conn, API key and session', 32, {
+      key: [viaKey, ourPath(ns, 'one')],
+      session: [viaSession, ourPath(ns, 'one')],
+    });
+    // The same for the service against the proxy: the 10 s measurements above run one after another, and
+    // this machine has drifted by up to a third between two of them; the goal is read from the slices.
+    const getSlices = await inSlices('GET, 32 conn, kubectl proxy and service (API key)', 32, {
+      proxy: [viaProxy, kubePath(ns, 'one')],
+      service: [viaKey, ourPath(ns, 'one')],
+    });
     if (round === 1) {
       await measure('GET, 32 conn: kubectl proxy, client certificate', viaCertProxy, kubePath(ns, 'one'), 32);
       await measure('GET, 32 conn: service, client certificate', viaCertKey, ourPath(ns, 'one'), 32);
@@ -354,6 +369,10 @@ async function resourcesPart() {
       8,
     );
     const listKey = await measure('LIST 300 × 4 KiB ConfigMaps, 8 conn: service, API key', viaKey, ourPath(nsList), 8);
+    const listSlices = await inSlices('LIST 300 × 4 KiB ConfigMaps, 8 conn, direct and service (API key)', 8, {
+      direct: [direct, kubePath(nsList)],
+      service: [viaKey, ourPath(nsList)],
+    });
     await measure(
       'GET /healthz on the service (framework floor), 32 conn',
       { url: service.base, headers: {} },
@@ -366,6 +385,8 @@ async function resourcesPart() {
       getKey,
       getSession,
       slices,
+      getSlices,
+      listSlices,
       oneDirect,
       oneProxy,
       oneKey,
@@ -591,10 +612,11 @@ if (resources) {
       `round ${i + 1}: CPU per GET, service ${Math.round(r.getKey.cpuMicros)} µs (API key), ` +
         `${Math.round(r.getSession.cpuMicros)} µs (session); kubectl proxy ${Math.round(r.getProxy.cpuMicros)} µs`,
     );
+    const getRatio = r.getSlices.service / r.getSlices.proxy;
     goal(
-      `round ${i + 1}: GET at 32 conn ≥ 1.0× kubectl proxy`,
-      r.getKey.rps >= r.getProxy.rps,
-      `${(r.getKey.rps / r.getProxy.rps).toFixed(2)}×`,
+      `round ${i + 1}: GET at 32 conn ≥ 1.0× kubectl proxy (in slices)`,
+      getRatio >= 1,
+      `${getRatio.toFixed(2)}× (one 10 s run each: ${(r.getKey.rps / r.getProxy.rps).toFixed(2)}×)`,
     );
     goal(
       `round ${i + 1}: added p50 over direct ≤ 3 ms (32 conn)`,
@@ -608,10 +630,12 @@ if (resources) {
       r.oneKey.p50 - r.oneDirect.p50 <= 3,
       `${(r.oneKey.p50 - r.oneDirect.p50).toFixed(2)} ms (kubectl proxy ${(r.oneProxy.p50 - r.oneDirect.p50).toFixed(2)} ms)`,
     );
+    const listRatio = r.listSlices.service / r.listSlices.direct;
     goal(
-      `round ${i + 1}: LIST 300 × 4 KiB at 8 conn ≥ 0.9× direct`,
-      r.listKey.rps >= 0.9 * r.listDirect.rps,
-      `${(r.listKey.rps / r.listDirect.rps).toFixed(2)}×`,
+      `round ${i + 1}: LIST 300 × 4 KiB at 8 conn ≥ 0.9× direct (in slices)`,
+      listRatio >= 0.9,
+      `${listRatio.toFixed(2)}× (one 10 s run each: ${(r.listKey.rps / r.listDirect.rps).toFixed(2)}×; ` +
+        `kubectl proxy ${(r.listProxy.rps / r.listDirect.rps).toFixed(2)}×)`,
     );
     goal(
       `round ${i + 1}: API key and session within 5% of each other (both served from the ≤1 s caller cache; in slices)`,
