@@ -13,13 +13,7 @@ import { CredentialsService } from './auth/credentials.service.js';
 import { attachDrain } from './common/drain.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
 import { jsonBodyParser } from './common/json-body.js';
-import {
-  createAccessLogger,
-  createPino,
-  lazyChildLogger,
-  OneLineLogController,
-  PinoNestLogger,
-} from './common/logger.js';
+import { createAccessLog, createPino, lazyChildLogger, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
 import { attachServiceMetrics } from './metrics/service-endpoint.js';
@@ -96,7 +90,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     loggerInstance: pino,
     // No Nest middleware is used: without middie no request runs its (empty) middleware chain.
     skipMiddie: true,
-    logController: new OneLineLogController(createAccessLogger(config.logLevel)),
+    logController: new OneLineLogController(createAccessLog(config.logLevel)),
     // A request's logger is made when something logs through it, not for every request.
     childLoggerFactory: lazyChildLogger,
     // Per route below (onRoute); this one covers what no route matched.

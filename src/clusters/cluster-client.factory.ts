@@ -55,6 +55,15 @@ interface ClusterRow {
 interface CacheEntry {
   generation: number;
   connection: Promise<ClusterConnection>;
+  /** The connection once built. */
+  built?: ClusterConnection;
+}
+
+interface RowEntry {
+  row: Promise<ClusterRow | undefined>;
+  readAt: number;
+  /** The row once read (null: no cluster has the name). */
+  read?: ClusterRow | null;
 }
 
 /**
@@ -71,7 +80,7 @@ interface CacheEntry {
 export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy {
   private readonly logger = new Logger(ClusterClientFactory.name);
   private readonly cache = new Map<number, CacheEntry>();
-  private readonly rows = new Map<string, { row: Promise<ClusterRow | undefined>; readAt: number }>();
+  private readonly rows = new Map<string, RowEntry>();
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -99,6 +108,14 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     }
   }
 
+  forNameNow(name: string): ClusterConnection | undefined {
+    const entry = this.rows.get(name);
+    const row = entry?.read;
+    if (!row || !row.enabled || Date.now() - entry.readAt >= CLUSTER_ROW_TTL_MS) return undefined;
+    const cached = this.cache.get(row.id);
+    return cached && cached.generation >= row.generation ? cached.built : undefined;
+  }
+
   /** The cluster's row, read at most once per CLUSTER_ROW_TTL_MS (concurrent misses share one read). */
   private row(name: string): Promise<ClusterRow | undefined> {
     const now = Date.now();
@@ -110,9 +127,12 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       .select(['c.id AS id', 'c.enabled AS enabled', 'c.generation AS generation'])
       .where('c.name = :name', { name })
       .getRawOne<ClusterRow>();
-    const entry = { row, readAt: now };
+    const entry: RowEntry = { row, readAt: now };
     this.rows.set(name, entry);
-    row.catch(() => this.rows.get(name) === entry && this.rows.delete(name));
+    row.then(
+      (read) => (entry.read = read ?? null),
+      () => this.rows.get(name) === entry && this.rows.delete(name),
+    );
     return row;
   }
 
@@ -122,10 +142,14 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     // Generations only grow: a newer cached connection also serves a caller that read an older row.
     if (cached && cached.generation >= cluster.generation) return cached.connection;
     const connection = this.build(cluster.id);
-    this.cache.set(cluster.id, { generation: cluster.generation, connection });
-    connection.catch(() => {
-      if (this.cache.get(cluster.id)?.connection === connection) this.cache.delete(cluster.id);
-    });
+    const entry: CacheEntry = { generation: cluster.generation, connection };
+    this.cache.set(cluster.id, entry);
+    connection.then(
+      (built) => (entry.built = built),
+      () => {
+        if (this.cache.get(cluster.id) === entry) this.cache.delete(cluster.id);
+      },
+    );
     if (cached) void cached.connection.then((c) => retire(c.dispatcher)).catch(() => undefined);
     return connection;
   }

@@ -45,4 +45,9 @@ export interface ClusterConnections {
    * cluster has that name, ConflictException (409) when it is disabled.
    */
   forName(name: string): Promise<ClusterConnection>;
+  /**
+   * The same connection when it is at hand without waiting: the cluster's row read within the last
+   * second, enabled, and its connection built. Otherwise undefined, and `forName` decides (and says why not).
+   */
+  forNameNow(name: string): ClusterConnection | undefined;
 }

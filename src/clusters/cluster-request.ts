@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
+import { type Dispatcher, util as undiciUtil } from 'undici';
 import { outcomeOfStatus, recordClusterRequest } from '../metrics/service-metrics.js';
 import type { Impersonation } from '../access/impersonation.js';
 import { AddressNotAllowedError } from './address-policy.js';
@@ -30,6 +31,15 @@ export interface ClusterRequest {
 export interface ClusterResponse extends Readable {
   statusCode: number;
   headers: IncomingHttpHeaders;
+}
+
+/** A cluster's whole answer, read before it is handed on: a small one (see `requestClusterSettled`). */
+export interface SettledAnswer {
+  statusCode: number;
+  contentType: string;
+  body: Buffer;
+  /** The answer's Warning headers (the apiserver's deprecation notices), as received. */
+  warning?: string | string[];
 }
 
 /** The cluster did not answer (or stopped sending) within the request's time-out. */
@@ -80,11 +90,39 @@ const STALE_CONNECTION = new Set(['UND_ERR_SOCKET', 'ECONNRESET']);
  * back unread. An idempotent request whose kept-alive connection broke before any answer is sent
  * once more.
  */
-export async function requestCluster(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
+export function requestCluster(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
+  return measured(conn, request, (answered) => attempt(conn, request, undefined, answered)) as Promise<ClusterResponse>;
+}
+
+/**
+ * As requestCluster, but an answer whose Content-Length is at most `upTo` bytes comes back read whole
+ * (the resource routes' reads and writes, nearly always a few KiB): no stream is made for it, and it
+ * leaves the service in one write. Larger answers, and answers without a length, come back as the stream
+ * requestCluster gives.
+ */
+export function requestClusterSettled(
+  conn: ClusterConnection,
+  request: ClusterRequest,
+  upTo: number,
+): Promise<ClusterResponse | SettledAnswer> {
+  return measured(conn, request, (answered) => attempt(conn, request, upTo, answered));
+}
+
+/** When the answer's status line and headers came (performance.now()); 0 until then. */
+interface Answered {
+  at: number;
+}
+
+async function measured(
+  conn: ClusterConnection,
+  request: ClusterRequest,
+  once: (answered: Answered) => Promise<ClusterResponse | SettledAnswer>,
+): Promise<ClusterResponse | SettledAnswer> {
   const started = performance.now();
-  const seconds = () => (performance.now() - started) / 1000;
+  const answered: Answered = { at: 0 };
+  const seconds = () => ((answered.at || performance.now()) - started) / 1000;
   try {
-    const res = await requestOnce(conn, request);
+    const res = await retried(request, once, answered);
     recordClusterRequest(conn.clusterName, 'apiserver', outcomeOfStatus(res.statusCode), seconds());
     return res;
   } catch (error) {
@@ -94,20 +132,34 @@ export async function requestCluster(conn: ClusterConnection, request: ClusterRe
   }
 }
 
-async function requestOnce(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
+async function retried(
+  request: ClusterRequest,
+  once: (answered: Answered) => Promise<ClusterResponse | SettledAnswer>,
+  answered: Answered,
+): Promise<ClusterResponse | SettledAnswer> {
   try {
-    return await attempt(conn, request);
+    return await once(answered);
   } catch (error) {
-    if (IDEMPOTENT.has(request.method) && STALE_CONNECTION.has((error as NodeJS.ErrnoException).code ?? '')) {
-      return attempt(conn, request);
+    // Only when no answer had begun: a read that broke off midway is not sent again.
+    if (
+      answered.at === 0 &&
+      IDEMPOTENT.has(request.method) &&
+      STALE_CONNECTION.has((error as NodeJS.ErrnoException).code ?? '')
+    ) {
+      return once(answered);
     }
     throw error;
   }
 }
 
-async function attempt(conn: ClusterConnection, request: ClusterRequest): Promise<ClusterResponse> {
+function attempt(
+  conn: ClusterConnection,
+  request: ClusterRequest,
+  settleUpTo: number | undefined,
+  answered: Answered,
+): Promise<ClusterResponse | SettledAnswer> {
   // A literal address never goes through the pool's lookup: the connection says whether it is refused.
-  if (conn.refusedAddress !== undefined) throw new AddressNotAllowedError(conn.refusedAddress);
+  if (conn.refusedAddress !== undefined) return Promise.reject(new AddressNotAllowedError(conn.refusedAddress));
   const url = conn.server;
   const prefix = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : '';
   const headers: Record<string, string | string[]> = {
@@ -130,18 +182,117 @@ async function attempt(conn: ClusterConnection, request: ClusterRequest): Promis
     headersTimeout: request.timeoutMs,
     bodyTimeout: request.bodyTimeoutMs ?? request.timeoutMs,
   };
-  let answer: Dispatcher.ResponseData;
-  try {
-    const pending = conn.dispatcher.request(options);
-    answer = deadline ? await withDeadline(pending, deadline, request.timeoutMs) : await pending;
-  } catch (error) {
+  const timedOut = (error: unknown): never => {
     if (deadline?.signal.aborted || TIMEOUT_CODES.has((error as NodeJS.ErrnoException).code ?? '')) {
       throw new ClusterTimeoutError(`no answer within ${request.timeoutMs} ms`);
     }
     throw error;
+  };
+  if (settleUpTo !== undefined && !deadline) {
+    return new Promise<ClusterResponse | SettledAnswer>((resolve, reject) => {
+      conn.dispatcher.dispatch(options, new SettlingHandler(request.method, settleUpTo, answered, resolve, reject));
+    }).catch(timedOut);
   }
-  return Object.assign(answer.body, { statusCode: answer.statusCode, headers: answer.headers }) as ClusterResponse;
+  const pending = conn.dispatcher.request(options);
+  return (deadline ? withDeadline(pending, deadline, request.timeoutMs) : pending).then((answer) => {
+    answered.at = performance.now();
+    return Object.assign(answer.body, { statusCode: answer.statusCode, headers: answer.headers }) as ClusterResponse;
+  }, timedOut);
 }
+
+/** undici's own body stream: what `Dispatcher.request` answers with, so a large answer streams exactly as it would there. */
+const { Readable: BodyReadable } = createRequire(import.meta.url)('undici/lib/api/readable.js') as {
+  Readable: new (options: {
+    resume: () => void;
+    abort: (reason?: Error) => void;
+    contentType?: string;
+    contentLength?: number | null;
+  }) => Readable;
+};
+
+const noop = () => undefined;
+
+/**
+ * Receives one answer on the pool's connection (undici's dispatch handler). An answer whose
+ * Content-Length is at most `upTo` is gathered and handed on whole, with only the three headers the
+ * service passes on read; any other answer becomes undici's body stream, as `Dispatcher.request` makes it.
+ */
+class SettlingHandler implements Dispatcher.DispatchHandler {
+  private abort: ((reason?: Error) => void) | undefined;
+  private stream: Readable | undefined;
+  private settled: SettledAnswer | undefined;
+  private readonly chunks: Buffer[] = [];
+
+  constructor(
+    private readonly method: string,
+    private readonly upTo: number,
+    private readonly answered: Answered,
+    private readonly resolve: (answer: ClusterResponse | SettledAnswer) => void,
+    private readonly reject: (error: Error) => void,
+  ) {}
+
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abort = abort;
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true;
+    this.answered.at = performance.now();
+    let length = NaN;
+    let contentType = 'application/json';
+    let warning: string | string[] | undefined;
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const name = undiciUtil.headerNameToString(rawHeaders[i]);
+      if (name === 'content-length') length = Number(rawHeaders[i + 1].toString('latin1'));
+      else if (name === 'content-type') contentType = rawHeaders[i + 1].toString('latin1');
+      else if (name === 'warning') {
+        const value = rawHeaders[i + 1].toString('latin1');
+        warning = warning === undefined ? value : [warning, value].flat();
+      }
+    }
+    if (length >= 0 && length <= this.upTo && this.method !== 'HEAD') {
+      this.settled = { statusCode, contentType, body: EMPTY, warning };
+      return true;
+    }
+    const headers = undiciUtil.parseHeaders(rawHeaders) as IncomingHttpHeaders;
+    const stream = new BodyReadable({
+      resume,
+      abort: this.abort ?? noop,
+      contentType: typeof headers['content-type'] === 'string' ? headers['content-type'] : '',
+      contentLength: this.method !== 'HEAD' && headers['content-length'] ? Number(headers['content-length']) : null,
+    });
+    this.stream = stream;
+    this.resolve(Object.assign(stream, { statusCode, headers }) as ClusterResponse);
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.stream) return this.stream.push(chunk);
+    this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(): void {
+    if (this.stream) {
+      this.stream.push(null);
+      return;
+    }
+    const settled = this.settled;
+    if (!settled) return this.reject(new Error('the answer ended before its headers'));
+    const chunks = this.chunks;
+    settled.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    this.resolve(settled);
+  }
+
+  onError(error: Error): void {
+    const stream = this.stream;
+    if (!stream) return this.reject(error);
+    // As undici's request handler: queued handlers run first, and the stream's error is never unhandled.
+    queueMicrotask(() => stream.on('error', noop).destroy(error));
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
 
 /** Printable ASCII, no leading or trailing space, bounded: nothing that could end a header or start another. */
 const SAFE_HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?$/;

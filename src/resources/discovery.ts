@@ -37,6 +37,14 @@ export class ResourceDiscovery {
 
   constructor(private readonly upstream: UpstreamClient) {}
 
+  /** The type at hand without waiting: a fresh discovery that has it; otherwise undefined (`resolve` decides). */
+  resolveNow(conn: ClusterConnection, plural: string, group: string | undefined): ResourceType | undefined {
+    const cached = this.snapshots.get(conn.clusterId);
+    if (!cached || cached.generation !== conn.generation || Date.now() - cached.loadedAt >= MAX_AGE_MS)
+      return undefined;
+    return find(cached, plural, group);
+  }
+
   /** Resolves `<plural>` or `<plural>.<group>` on the cluster; 404 when it does not serve it. */
   async resolve(conn: ClusterConnection, plural: string, group: string | undefined): Promise<ResourceType> {
     let snapshot = await this.snapshot(conn);

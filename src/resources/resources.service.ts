@@ -80,9 +80,12 @@ const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
 const OWN_PATHS = new Set(['admin', 'auth', 'metrics']);
 const DEFAULT_DELETE_WAIT_SECONDS = 60;
 
-function query(values: object): URLSearchParams {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(values)) if (value !== undefined) params.set(key, String(value));
+function query(values: object): URLSearchParams | undefined {
+  let params: URLSearchParams | undefined;
+  for (const key in values) {
+    const value = (values as Record<string, unknown>)[key];
+    if (value !== undefined) (params ??= new URLSearchParams()).set(key, String(value));
+  }
   return params;
 }
 
@@ -110,9 +113,10 @@ export class ResourcesService {
   async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
     const problems = watchQueryProblems(q);
     if (problems.length) throw new BadRequestException(problems);
-    const r = await this.resolve(caller, target, 'list');
+    const resolved = this.resolve(caller, target, 'list');
+    const r = resolved instanceof Promise ? await resolved : resolved;
     const { watch: _watch, ...passThrough } = q;
-    return this.upstream.send(r.conn, {
+    return this.upstream.sendSettled(r.conn, {
       impersonate: r.impersonate,
       method: 'GET',
       path: r.path,
@@ -252,29 +256,26 @@ export class ResourcesService {
   }
 
   async getResource(caller: Caller, target: ResourceTarget, q: GetResourceQueryDto): Promise<ClusterAnswer> {
-    const r = await this.resolve(caller, target, 'get');
-    const res = await this.upstream.send(r.conn, {
+    const resolved = this.resolve(caller, target, 'get');
+    const r = resolved instanceof Promise ? await resolved : resolved;
+    return this.upstream.sendSettled(r.conn, {
       impersonate: r.impersonate,
       method: 'GET',
       path: r.path,
       query: query(q),
     });
-    return this.upstream.settle(r.conn, res);
   }
 
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
-    return this.upstream.settle(
-      r.conn,
-      await this.upstream.send(r.conn, {
-        impersonate: r.impersonate,
-        method: 'POST',
-        path: r.path,
-        query: query(q),
-        body: json(object),
-      }),
-    );
+    return this.upstream.sendSettled(r.conn, {
+      impersonate: r.impersonate,
+      method: 'POST',
+      path: r.path,
+      query: query(q),
+      body: json(object),
+    });
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -287,16 +288,13 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.upstream.settle(
-      r.conn,
-      await this.upstream.send(r.conn, {
-        impersonate: r.impersonate,
-        method: 'PUT',
-        path: r.path,
-        query: query(q),
-        body: json(object),
-      }),
-    );
+    return this.upstream.sendSettled(r.conn, {
+      impersonate: r.impersonate,
+      method: 'PUT',
+      path: r.path,
+      query: query(q),
+      body: json(object),
+    });
   }
 
   async patchResource(caller: Caller, target: ResourceTarget, body: unknown, q: PatchResourceQueryDto) {
@@ -308,17 +306,14 @@ export class ResourcesService {
       ]);
     }
     const { patchType: _patchType, ...passThrough } = q;
-    return this.upstream.settle(
-      r.conn,
-      await this.upstream.send(r.conn, {
-        impersonate: r.impersonate,
-        method: 'PATCH',
-        path: r.path,
-        query: query(passThrough),
-        body: json(body),
-        contentType,
-      }),
-    );
+    return this.upstream.sendSettled(r.conn, {
+      impersonate: r.impersonate,
+      method: 'PATCH',
+      path: r.path,
+      query: query(passThrough),
+      body: json(body),
+      contentType,
+    });
   }
 
   async deleteResource(caller: Caller, target: ResourceTarget, q: DeleteResourceQueryDto): Promise<ClusterAnswer> {
@@ -364,9 +359,10 @@ export class ResourcesService {
 
   /**
    * Checks everything that can be checked before the cluster is asked: the caller's role, the
-   * header, the path segments; then resolves the cluster, the resource type and the scope.
+   * header, the path segments; then resolves the cluster, the resource type and the scope. When the
+   * cluster's connection and its discovery are at hand (nearly always), without waiting for anything.
    */
-  async resolve(caller: Caller, target: ResourceTarget, verb: Verb): Promise<Resolved> {
+  resolve(caller: Caller, target: ResourceTarget, verb: Verb): Resolved | Promise<Resolved> {
     if (OWN_PATHS.has(target.resource)) {
       throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
     }
@@ -385,8 +381,23 @@ export class ResourcesService {
     validateNamespace(target.namespace);
     if (target.name !== undefined) validateName(target.name);
 
-    const conn = await this.clusters.forName(clusterName);
-    const type = await this.discovery.resolve(conn, plural, group);
+    const conn = this.clusters.forNameNow(clusterName);
+    const type = conn && this.discovery.resolveNow(conn, plural, group);
+    if (type) return this.scoped(caller, target, verb, conn, type);
+    return (async () => {
+      const conn = await this.clusters.forName(clusterName);
+      return this.scoped(caller, target, verb, conn, await this.discovery.resolve(conn, plural, group));
+    })();
+  }
+
+  /** The scope the type allows for the path's namespace, checked against the caller's access. */
+  private scoped(
+    caller: Caller,
+    target: ResourceTarget,
+    verb: Verb,
+    conn: ClusterConnection,
+    type: ResourceType,
+  ): Resolved {
     const id = type.group ? `${type.plural}.${type.group}` : type.plural;
     const all = target.namespace === ALL_NAMESPACES;
     if (!type.namespaced && !all) {

@@ -5,8 +5,10 @@ import {
   classifyFailure,
   describeFailure,
   requestCluster,
+  requestClusterSettled,
   type ClusterRequest,
   type ClusterResponse,
+  type SettledAnswer,
 } from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 
@@ -61,20 +63,16 @@ export class UpstreamClient {
     return this.parseJson(conn, text, `GET ${path}`) as unknown;
   }
 
-  /** The answer read whole when its Content-Length says it is small; otherwise the unread stream. */
-  async settle(
-    conn: ClusterConnection,
-    res: ClusterResponse,
-  ): Promise<ClusterResponse | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] }> {
-    const length = Number(res.headers['content-length'] ?? NaN);
-    if (!(length >= 0 && length <= SMALL_ANSWER_BYTES)) return res;
-    const body = await this.readAll(conn, res);
-    return {
-      statusCode: res.statusCode,
-      contentType: String(res.headers['content-type'] ?? 'application/json'),
-      body,
-      warning: res.headers.warning,
-    };
+  /**
+   * The answer read whole when its Content-Length says it is small (at most SMALL_ANSWER_BYTES); otherwise
+   * the unread stream. Failures as send().
+   */
+  sendSettled(conn: ClusterConnection, request: UpstreamRequest): Promise<ClusterResponse | SettledAnswer> {
+    return requestClusterSettled(
+      conn,
+      { ...request, userAgent: USER_AGENT, timeoutMs: this.timeoutMs },
+      SMALL_ANSWER_BYTES,
+    ).catch((error) => this.fail(conn, error));
   }
 
   /** Reads a (small) answer whole, with the same 502/504 mapping as send(). */

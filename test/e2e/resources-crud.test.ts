@@ -212,6 +212,24 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
     assert.ok(namespaces.has(ns) && namespaces.has('kube-system'), [...namespaces].join(','));
   });
 
+  test("the cluster's Warning header reaches the caller with the answer: list, get, create and a 404", async () => {
+    // extensions/v1beta1 Ingress is deprecated in v1.20: the apiserver adds a Warning to every answer about it.
+    const deprecated = /^299 - "extensions\/v1beta1 Ingress is deprecated/;
+    const ingress = {
+      metadata: { name: 'old-style' },
+      spec: { backend: { serviceName: 'web', servicePort: 80 } },
+    };
+    const created = await call('POST', `ingresses.extensions/${ns}`, { body: ingress });
+    assert.equal(created.status, 201, created.text);
+    const list = await call('GET', `ingresses.extensions/${ns}`);
+    const got = await call('GET', `ingresses.extensions/${ns}/old-style`);
+    const missing = await call('GET', `ingresses.extensions/${ns}/no-such-ingress`);
+    assert.deepEqual([list.status, got.status, missing.status], [200, 200, 404]);
+    assert.equal(got.body.metadata.name, 'old-style');
+    assert.equal(missing.body.reason, 'NotFound', "the cluster's own Status");
+    for (const res of [created, list, got, missing]) assert.match(String(res.headers.warning), deprecated);
+  });
+
   test('scope mismatches → 400; unknown resource type → 404', async () => {
     const cases: Array<[string, string, number, RegExp]> = [
       ['GET', 'namespaces/default', 400, /cluster-scoped/],

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { lazyChildLogger } from '../../src/common/logger.js';
+import { createAccessLog, lazyChildLogger } from '../../src/common/logger.js';
 
 function capture() {
   const lines: Array<Record<string, unknown>> = [];
@@ -50,4 +50,29 @@ test("a request's logger writes what pino's child would, and is made only when s
   nested.warn('nested');
   await new Promise((r) => setImmediate(r));
   assert.deepEqual([lines[2].reqId, lines[2].part, lines[2].msg], ['req-2', 'audit', 'nested']);
+});
+
+test("the access line is pino's line for the same fields, and is left out below info", async () => {
+  const written: string[] = [];
+  const access = createAccessLog('debug', { write: (line: string) => written.push(line) });
+  assert.ok(access);
+  const line = { reqId: 'req-"7"', method: 'GET', path: '/api/v1/configmaps/a\\b/"c"', statusCode: 200, ms: 3 };
+  access(line);
+  assert.equal(written.length, 1);
+  assert.ok(written[0].endsWith('}\n'));
+
+  const viaPino: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      viaPino.push(chunk.toString());
+      done();
+    },
+  });
+  pino({ level: 'debug' }, sink).info(line, 'request');
+  await new Promise((r) => setImmediate(r));
+  const withoutTime = (text: string) => ({ ...(JSON.parse(text) as Record<string, unknown>), time: 0 });
+  assert.deepEqual(withoutTime(written[0]), withoutTime(viaPino[0]));
+  assert.deepEqual(Object.keys(JSON.parse(written[0]) as object), Object.keys(JSON.parse(viaPino[0]) as object));
+
+  for (const level of ['warn', 'error', 'silent'] as const) assert.equal(createAccessLog(level), null, level);
 });
