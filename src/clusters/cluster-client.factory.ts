@@ -212,14 +212,16 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       ...(cluster.tlsServerName ? { servername: cluster.tlsServerName } : {}),
       rejectUnauthorized: !cluster.insecureSkipTlsVerify,
     });
-    const headers: Record<string, string> = tls.authorization ? { authorization: tls.authorization } : {};
+    const headers: Readonly<Record<string, string>> = Object.freeze(
+      tls.authorization ? { authorization: tls.authorization } : ({} as Record<string, string>),
+    );
     return {
       clusterId: row.id,
       clusterName: row.name,
       generation: row.generation,
       impersonate: row.impersonate,
       ...transport,
-      authHeaders: () => ({ ...headers }),
+      authHeaders: () => headers,
     };
   }
 

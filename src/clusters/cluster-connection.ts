@@ -33,7 +33,7 @@ export interface ClusterConnection {
    * Headers carrying the cluster credentials (`Authorization: Bearer …` or `Basic …`); empty
    * for client-certificate auth. Read per request: an in-cluster token file may rotate.
    */
-  authHeaders(): Record<string, string>;
+  authHeaders(): Readonly<Record<string, string>>;
 }
 
 export const CLUSTER_CONNECTIONS = Symbol('CLUSTER_CONNECTIONS');

@@ -162,11 +162,10 @@ function attempt(
   if (conn.refusedAddress !== undefined) return Promise.reject(new AddressNotAllowedError(conn.refusedAddress));
   const url = conn.server;
   const prefix = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : '';
-  const headers: Record<string, string | string[]> = {
-    accept: 'application/json',
-    'user-agent': request.userAgent,
-    ...conn.authHeaders(),
-  };
+  const headers: Record<string, string | string[]> = Object.assign(
+    { accept: 'application/json', 'user-agent': request.userAgent },
+    conn.authHeaders(),
+  );
   if (request.impersonate) Object.assign(headers, impersonationHeaders(request.impersonate));
   if (request.body) headers['content-type'] = request.contentType ?? 'application/json';
   // The whole wait for the answer's start is bounded: connecting by the pool's own time-out, then the

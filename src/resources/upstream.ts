@@ -37,11 +37,26 @@ export class UpstreamClient {
 
   /** The cluster's response, unread, for streaming; 502/504 naming the cluster when it cannot answer. */
   send(conn: ClusterConnection, request: UpstreamRequest): Promise<ClusterResponse> {
-    return requestCluster(conn, {
-      ...request,
+    return requestCluster(conn, this.toCluster(request)).catch((error) => this.fail(conn, error));
+  }
+
+  /**
+   * The request as the cluster client takes it: every field set, always in this order. Built field by
+   * field (a spread of the caller's object, whose shape differs from route to route, made V8 copy it the
+   * slow way on every call and left every later read of it slow too).
+   */
+  private toCluster(request: UpstreamRequest): ClusterRequest {
+    return {
+      method: request.method,
+      path: request.path,
+      query: request.query,
+      body: request.body,
+      contentType: request.contentType,
+      impersonate: request.impersonate,
+      bodyTimeoutMs: request.bodyTimeoutMs,
       userAgent: USER_AGENT,
       timeoutMs: this.timeoutMs,
-    }).catch((error) => this.fail(conn, error));
+    };
   }
 
   /** Reads a cluster's JSON answer; one that is not JSON is a 502 naming the cluster, never a 500. */
@@ -68,11 +83,9 @@ export class UpstreamClient {
    * the unread stream. Failures as send().
    */
   sendSettled(conn: ClusterConnection, request: UpstreamRequest): Promise<ClusterResponse | SettledAnswer> {
-    return requestClusterSettled(
-      conn,
-      { ...request, userAgent: USER_AGENT, timeoutMs: this.timeoutMs },
-      SMALL_ANSWER_BYTES,
-    ).catch((error) => this.fail(conn, error));
+    return requestClusterSettled(conn, this.toCluster(request), SMALL_ANSWER_BYTES).catch((error) =>
+      this.fail(conn, error),
+    );
   }
 
   /** Reads a (small) answer whole, with the same 502/504 mapping as send(). */
