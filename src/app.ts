@@ -28,8 +28,6 @@ const MIB = 1024 * 1024;
 /** Resource routes carry whole cluster objects; everything else is small. */
 export const RESOURCE_BODY_LIMIT = 10 * MIB;
 export const ADMIN_BODY_LIMIT = 1 * MIB;
-/** How much a caller's connection buffers before a streamed answer waits for it (readable side alike). */
-const ANSWER_HIGH_WATER_MARK = 64 * 1024;
 /** Resource routes are the ones whose first segment under the prefix is the `:resource` parameter. */
 const RESOURCE_ROUTE = `/${API_PREFIX}/:resource`;
 /**
@@ -103,10 +101,6 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     // (a waited delete, a stream). Node checks these every second rather than every 30 s.
     requestTimeout: requestTimeoutMs,
     http: {
-      // A streamed answer (a large list) comes in the cluster's 16 KiB TLS records, several per read, and
-      // is held corked until the turn ends (`onePerTurn`): with Node's default of 16 KiB the buffer was
-      // full after the first record, and the rest of the read waited for the next turn.
-      highWaterMark: ANSWER_HIGH_WATER_MARK,
       requestTimeout: requestTimeoutMs,
       headersTimeout: Math.min(requestTimeoutMs, 60_000),
       connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),

@@ -15,7 +15,6 @@ import {
 } from '@nestjs/common';
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
@@ -59,34 +58,11 @@ export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyR
       const value = answer.headers[name];
       if (value !== undefined) reply.header(name, value);
     }
-    reply.send(write ? peekWriteAnswer(reply.request, answer) : answer);
-    onePerTurn(reply.raw.socket, answer);
-    return reply;
+    return reply.send(write ? peekWriteAnswer(reply.request, answer) : answer);
   }
   if (write) noteAudit(reply.request, { answer: answer.body });
   if (answer.warning !== undefined) reply.header('warning', answer.warning);
   return reply.status(answer.statusCode).header('content-type', answer.contentType).send(answer.body);
-}
-
-/**
- * The pieces of a streamed answer that arrive in one turn of the event loop leave in one system call.
- * The cluster's TLS stream hands the service one 16 KiB record at a time, several per socket read, and
- * Node's HTTP response flushes each write on the next tick: one `writev` per record. Held corked until
- * the turn ends, the records of one read go out together, as they are (nothing is copied or joined).
- */
-function onePerTurn(socket: Socket | null, answer: Readable): void {
-  if (!socket) return;
-  let corked = false;
-  const uncork = () => {
-    corked = false;
-    socket.uncork();
-  };
-  answer.on('data', () => {
-    if (corked) return;
-    corked = true;
-    socket.cork();
-    setImmediate(uncork);
-  });
 }
 
 export const OBJECT = kubernetesRef('KubernetesObject');
