@@ -39,10 +39,8 @@ export class ResourceDiscovery {
 
   /** The type at hand without waiting: a fresh discovery that has it; otherwise undefined (`resolve` decides). */
   resolveNow(conn: ClusterConnection, plural: string, group: string | undefined): ResourceType | undefined {
-    const cached = this.snapshots.get(conn.clusterId);
-    if (!cached || cached.generation !== conn.generation || Date.now() - cached.loadedAt >= MAX_AGE_MS)
-      return undefined;
-    return find(cached, plural, group);
+    const cached = this.cached(conn, MAX_AGE_MS);
+    return cached && find(cached, plural, group);
   }
 
   /** Resolves `<plural>` or `<plural>.<group>` on the cluster; 404 when it does not serve it. */
@@ -66,17 +64,19 @@ export class ResourceDiscovery {
    * ago is listed.
    */
   async list(conn: ClusterConnection, maxAgeMs = MIN_RELOAD_INTERVAL_MS): Promise<ResourceType[]> {
+    return (this.cached(conn, maxAgeMs) ?? (await this.load(conn))).types;
+  }
+
+  /** The cluster's discovery, if it was loaded for the connection's generation less than `maxAgeMs` ago. */
+  private cached(conn: ClusterConnection, maxAgeMs: number): Snapshot | undefined {
     const cached = this.snapshots.get(conn.clusterId);
-    if (cached && cached.generation === conn.generation && Date.now() - cached.loadedAt < maxAgeMs) {
-      return cached.types;
-    }
-    return (await this.load(conn)).types;
+    return cached && cached.generation === conn.generation && Date.now() - cached.loadedAt < maxAgeMs
+      ? cached
+      : undefined;
   }
 
   private async snapshot(conn: ClusterConnection): Promise<Snapshot> {
-    const cached = this.snapshots.get(conn.clusterId);
-    if (cached && cached.generation === conn.generation && Date.now() - cached.loadedAt < MAX_AGE_MS) return cached;
-    return this.load(conn);
+    return this.cached(conn, MAX_AGE_MS) ?? this.load(conn);
   }
 
   /** One load at a time per cluster; concurrent callers share it. */

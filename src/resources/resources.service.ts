@@ -9,7 +9,7 @@ import {
   UnauthorizedException,
 } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ClusterResponse } from '../clusters/cluster-request.js';
+import type { ClusterResponse, SettledAnswer } from '../clusters/cluster-request.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Authorizer, type Verb } from '../access/authorizer.js';
 import { type Impersonation, impersonationFor } from '../access/impersonation.js';
@@ -61,8 +61,7 @@ export interface StreamClient {
 }
 
 /** The cluster's answer: streamed as it arrives, or (waited deletes) read whole. */
-export type ClusterAnswer =
-  ClusterResponse | { statusCode: number; contentType: string; body: Buffer; warning?: string | string[] };
+export type ClusterAnswer = ClusterResponse | SettledAnswer;
 
 export interface Resolved {
   conn: ClusterConnection;
@@ -238,7 +237,7 @@ export class ResourcesService {
     conn: ClusterConnection,
     path: string,
     fieldSelector: string,
-  ): Promise<{ resourceVersion: string; items: Array<Record<string, any>> } | Exclude<ClusterAnswer, ClusterResponse>> {
+  ): Promise<{ resourceVersion: string; items: Array<Record<string, any>> } | SettledAnswer> {
     const res = await this.upstream.send(conn, { method: 'GET', path, query: new URLSearchParams({ fieldSelector }) });
     const body = await this.upstream.readAll(conn, res);
     if (res.statusCode !== 200) return { statusCode: res.statusCode, contentType: contentTypeOf(res), body };
@@ -385,8 +384,8 @@ export class ResourcesService {
     const type = conn && this.discovery.resolveNow(conn, plural, group);
     if (type) return this.scoped(caller, target, verb, conn, type);
     return (async () => {
-      const conn = await this.clusters.forName(clusterName);
-      return this.scoped(caller, target, verb, conn, await this.discovery.resolve(conn, plural, group));
+      const waited = await this.clusters.forName(clusterName);
+      return this.scoped(caller, target, verb, waited, await this.discovery.resolve(waited, plural, group));
     })();
   }
 
@@ -398,7 +397,7 @@ export class ResourcesService {
     conn: ClusterConnection,
     type: ResourceType,
   ): Resolved {
-    const id = type.group ? `${type.plural}.${type.group}` : type.plural;
+    const id = idOf(type);
     const all = target.namespace === ALL_NAMESPACES;
     if (!type.namespaced && !all) {
       throw new BadRequestException([`${id} is cluster-scoped: use '${ALL_NAMESPACES}' in place of the namespace`]);

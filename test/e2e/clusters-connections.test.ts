@@ -96,11 +96,22 @@ describe('the connection factory on real control planes', () => {
       assert.deepEqual(conn.authHeaders(), {}, 'client certificate: no credential header');
     }
     assert.equal(await factory(0).forName('moving'), before[0], 'cached while the cluster is unchanged');
+    // What the resource routes take first: the same connection, without waiting, while the row is fresh.
+    for (const i of [0, 1]) {
+      await factory(i).forName('moving');
+      assert.equal(factory(i).forNameNow('moving'), before[i], `replica ${i} has the connection at hand`);
+    }
 
     const updated = await admin.put(`/api/v1/admin/clusters/${created.body.id}`, {
       body: { config: kubeconfigYaml([contextFor(b, { auth: 'token' })]) },
     });
     assert.equal(updated.status, 200);
+    // The connection at hand is never the old one past the 1 s bound, on either replica.
+    assert.equal(factory(0).forNameNow('moving'), undefined, 'at once on the replica that changed it');
+    await withinASecond(
+      async () => factory(1).forNameNow('moving'),
+      (c) => assert.notEqual(c, before[1], 'replica 1 no longer hands out the old connection'),
+    );
 
     for (const i of [0, 1]) {
       const conn = await withinASecond(
@@ -156,6 +167,7 @@ describe('the connection factory on real control planes', () => {
           ),
       (message) => assert.equal(message, "cluster 'moved' is disabled"),
     );
+    for (const i of [0, 1]) assert.equal(factory(i).forNameNow('moved'), undefined, `replica ${i}: a disabled cluster`);
   });
 });
 
