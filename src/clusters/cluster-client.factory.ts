@@ -66,6 +66,16 @@ interface RowEntry {
   read?: ClusterRow | null;
 }
 
+/** A row read less than CLUSTER_ROW_TTL_MS ago. */
+function fresh(entry: RowEntry | undefined, now = Date.now()): entry is RowEntry {
+  return entry !== undefined && now - entry.readAt < CLUSTER_ROW_TTL_MS;
+}
+
+/** Generations only grow: a newer cached connection also serves a caller that read an older row. */
+function serves(cached: CacheEntry, cluster: ClusterKey): boolean {
+  return cached.generation >= cluster.generation;
+}
+
 /**
  * The only place that turns a stored cluster into a connection: a keep-alive connection pool (undici)
  * carrying the cluster's TLS settings and client certificate, and its credential headers.
@@ -111,16 +121,16 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   forNameNow(name: string): ClusterConnection | undefined {
     const entry = this.rows.get(name);
     const row = entry?.read;
-    if (!row || !row.enabled || Date.now() - entry.readAt >= CLUSTER_ROW_TTL_MS) return undefined;
+    if (!row || !row.enabled || !fresh(entry)) return undefined;
     const cached = this.cache.get(row.id);
-    return cached && cached.generation >= row.generation ? cached.built : undefined;
+    return cached && serves(cached, row) ? cached.built : undefined;
   }
 
   /** The cluster's row, read at most once per CLUSTER_ROW_TTL_MS (concurrent misses share one read). */
   private row(name: string): Promise<ClusterRow | undefined> {
     const now = Date.now();
     const cached = this.rows.get(name);
-    if (cached && now - cached.readAt < CLUSTER_ROW_TTL_MS) return cached.row;
+    if (fresh(cached, now)) return cached.row;
     if (this.rows.size >= MAX_CACHED_ROWS) this.rows.clear();
     const row = this.clusters
       .createQueryBuilder('c')
@@ -139,8 +149,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   /** The connection for a cluster at its current generation; builds (and caches) it on a miss. */
   connect(cluster: ClusterKey): Promise<ClusterConnection> {
     const cached = this.cache.get(cluster.id);
-    // Generations only grow: a newer cached connection also serves a caller that read an older row.
-    if (cached && cached.generation >= cluster.generation) return cached.connection;
+    if (cached && serves(cached, cluster)) return cached.connection;
     const connection = this.build(cluster.id);
     const entry: CacheEntry = { generation: cluster.generation, connection };
     this.cache.set(cluster.id, entry);

@@ -95,10 +95,10 @@ export function requestCluster(conn: ClusterConnection, request: ClusterRequest)
 }
 
 /**
- * As requestCluster, but an answer whose Content-Length is at most `upTo` bytes comes back read whole
- * (the resource routes' reads and writes, nearly always a few KiB): no stream is made for it, and it
- * leaves the service in one write. Larger answers, and answers without a length, come back as the stream
- * requestCluster gives.
+ * As requestCluster, but an answer that ends within `upTo` bytes comes back read whole (the resource
+ * routes' reads and writes, nearly always a few KiB): no stream is made for it, and it leaves the service
+ * in one write. A larger answer comes back as the stream requestCluster gives, holding every byte from
+ * the first. Not for answers that may pause for long before they pass `upTo` (watches, followed logs).
  */
 export function requestClusterSettled(
   conn: ClusterConnection,
@@ -212,15 +212,20 @@ const { Readable: BodyReadable } = createRequire(import.meta.url)('undici/lib/ap
 const noop = () => undefined;
 
 /**
- * Receives one answer on the pool's connection (undici's dispatch handler). An answer whose
- * Content-Length is at most `upTo` is gathered and handed on whole, with only the three headers the
- * service passes on read; any other answer becomes undici's body stream, as `Dispatcher.request` makes it.
+ * Receives one answer on the pool's connection (undici's dispatch handler). An answer that ends within
+ * `upTo` bytes is gathered and handed on whole, with only the three headers the service passes on read.
+ * Any other answer becomes undici's body stream, as `Dispatcher.request` makes it: at once when its
+ * Content-Length says it is larger, or, when it has no length (the apiserver sends one only under 2 KiB),
+ * once more than `upTo` bytes have come, with those bytes first.
  */
 class SettlingHandler implements Dispatcher.DispatchHandler {
   private abort: ((reason?: Error) => void) | undefined;
+  private resume: () => void = noop;
+  private rawHeaders: Buffer[] = [];
   private stream: Readable | undefined;
   private settled: SettledAnswer | undefined;
-  private readonly chunks: Buffer[] = [];
+  private chunks: Buffer[] = [];
+  private gathered = 0;
 
   constructor(
     private readonly method: string,
@@ -249,26 +254,25 @@ class SettlingHandler implements Dispatcher.DispatchHandler {
         warning = warning === undefined ? value : [warning, value].flat();
       }
     }
-    if (length >= 0 && length <= this.upTo && this.method !== 'HEAD') {
-      this.settled = { statusCode, contentType, body: EMPTY, warning };
-      return true;
-    }
-    const headers = undiciUtil.parseHeaders(rawHeaders) as IncomingHttpHeaders;
-    const stream = new BodyReadable({
-      resume,
-      abort: this.abort ?? noop,
-      contentType: typeof headers['content-type'] === 'string' ? headers['content-type'] : '',
-      contentLength: this.method !== 'HEAD' && headers['content-length'] ? Number(headers['content-length']) : null,
-    });
-    this.stream = stream;
-    this.resolve(Object.assign(stream, { statusCode, headers }) as ClusterResponse);
+    if (this.method === 'HEAD' || length > this.upTo) return this.streamOn(statusCode, rawHeaders, resume);
+    this.settled = { statusCode, contentType, body: EMPTY, warning };
+    this.rawHeaders = rawHeaders;
+    this.resume = resume;
     return true;
   }
 
   onData(chunk: Buffer): boolean {
     if (this.stream) return this.stream.push(chunk);
     this.chunks.push(chunk);
-    return true;
+    this.gathered += chunk.length;
+    if (this.gathered <= this.upTo) return true;
+    // Larger than it may be held: it streams from here, the bytes gathered so far first.
+    const { chunks, settled } = this;
+    this.chunks = [];
+    this.streamOn(settled!.statusCode, this.rawHeaders, this.resume);
+    let more = true;
+    for (const gathered of chunks) more = this.stream!.push(gathered);
+    return more;
   }
 
   onComplete(): void {
@@ -279,7 +283,7 @@ class SettlingHandler implements Dispatcher.DispatchHandler {
     const settled = this.settled;
     if (!settled) return this.reject(new Error('the answer ended before its headers'));
     const chunks = this.chunks;
-    settled.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    settled.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, this.gathered);
     this.resolve(settled);
   }
 
@@ -288,6 +292,20 @@ class SettlingHandler implements Dispatcher.DispatchHandler {
     if (!stream) return this.reject(error);
     // As undici's request handler: queued handlers run first, and the stream's error is never unhandled.
     queueMicrotask(() => stream.on('error', noop).destroy(error));
+  }
+
+  /** Hands the answer on as undici's body stream. */
+  private streamOn(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    const headers = undiciUtil.parseHeaders(rawHeaders) as IncomingHttpHeaders;
+    const stream = new BodyReadable({
+      resume,
+      abort: this.abort ?? noop,
+      contentType: typeof headers['content-type'] === 'string' ? headers['content-type'] : '',
+      contentLength: this.method !== 'HEAD' && headers['content-length'] ? Number(headers['content-length']) : null,
+    });
+    this.stream = stream;
+    this.resolve(Object.assign(stream, { statusCode, headers }) as ClusterResponse);
+    return true;
   }
 }
 

@@ -15,9 +15,9 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 export const USER_AGENT = 'cluster-admin-service/1';
 
 /**
- * Answers up to this size (by their Content-Length) are read whole and sent to the caller in one
- * write: fewer system calls and stream objects than piping them. Larger ones, and answers without a
- * length (watches, big lists), stream.
+ * Answers that end within this size are read whole and sent to the caller in one write, with their
+ * length: fewer system calls and stream objects than piping them, and a connection that breaks off
+ * midway is a 502, not a cut answer. Larger ones (big lists) stream, from the moment they pass it.
  */
 export const SMALL_ANSWER_BYTES = 64 * 1024;
 
@@ -79,8 +79,8 @@ export class UpstreamClient {
   }
 
   /**
-   * The answer read whole when its Content-Length says it is small (at most SMALL_ANSWER_BYTES); otherwise
-   * the unread stream. Failures as send().
+   * The answer read whole when it ends within SMALL_ANSWER_BYTES; otherwise the stream, from its start.
+   * Failures as send().
    */
   sendSettled(conn: ClusterConnection, request: UpstreamRequest): Promise<ClusterResponse | SettledAnswer> {
     return requestClusterSettled(conn, this.toCluster(request), SMALL_ANSWER_BYTES).catch((error) =>
