@@ -115,7 +115,7 @@ export class ResourcesService {
     const resolved = this.resolve(caller, target, 'list');
     const r = resolved instanceof Promise ? await resolved : resolved;
     const { watch: _watch, ...passThrough } = q;
-    return this.upstream.sendSettled(r.conn, {
+    return this.upstream.sendListSettled(r.conn, {
       impersonate: r.impersonate,
       method: 'GET',
       path: r.path,

@@ -6,6 +6,7 @@ import {
   describeFailure,
   requestCluster,
   requestClusterSettled,
+  type Settle,
   type ClusterRequest,
   type ClusterResponse,
   type SettledAnswer,
@@ -17,9 +18,13 @@ export const USER_AGENT = 'cluster-admin-service/1';
 /**
  * Answers that end within this size are read whole and sent to the caller in one write, with their
  * length: fewer system calls and stream objects than piping them, and a connection that breaks off
- * midway is a 502, not a cut answer. Larger ones (big lists) stream, from the moment they pass it.
+ * midway is a 502, not a cut answer. Larger ones stream, from the moment they pass it; so does a list
+ * without a Content-Length (the apiserver gives one only under 2 KiB).
  */
 export const SMALL_ANSWER_BYTES = 64 * 1024;
+
+const SETTLE_OBJECT: Settle = Object.freeze({ upTo: SMALL_ANSWER_BYTES, gatherUnsized: true });
+const SETTLE_LIST: Settle = Object.freeze({ upTo: SMALL_ANSWER_BYTES, gatherUnsized: false });
 
 export type UpstreamRequest = Omit<ClusterRequest, 'userAgent' | 'timeoutMs'>;
 
@@ -83,9 +88,12 @@ export class UpstreamClient {
    * Failures as send().
    */
   sendSettled(conn: ClusterConnection, request: UpstreamRequest): Promise<ClusterResponse | SettledAnswer> {
-    return requestClusterSettled(conn, this.toCluster(request), SMALL_ANSWER_BYTES).catch((error) =>
-      this.fail(conn, error),
-    );
+    return requestClusterSettled(conn, this.toCluster(request), SETTLE_OBJECT).catch((error) => this.fail(conn, error));
+  }
+
+  /** As sendSettled, but a list's answer is read whole only when its Content-Length says it is small. */
+  sendListSettled(conn: ClusterConnection, request: UpstreamRequest): Promise<ClusterResponse | SettledAnswer> {
+    return requestClusterSettled(conn, this.toCluster(request), SETTLE_LIST).catch((error) => this.fail(conn, error));
   }
 
   /** Reads a (small) answer whole, with the same 502/504 mapping as send(). */
