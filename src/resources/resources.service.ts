@@ -60,7 +60,7 @@ export interface StreamClient {
   format: WatchFormat;
 }
 
-/** The cluster's answer: streamed as it arrives, or (waited deletes) read whole. */
+/** The cluster's answer: read whole when small (most object answers, waited deletes), or streamed as it arrives. */
 export type ClusterAnswer = ClusterResponse | SettledAnswer;
 
 export interface Resolved {

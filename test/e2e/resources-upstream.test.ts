@@ -6,6 +6,7 @@ import type { TestApp } from '../support/app.js';
 import { closedPort } from '../support/kubeconfigs.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { request } from '../support/http.js';
+import { SMALL_ANSWER_BYTES } from '../../src/resources/upstream.js';
 import { kubeGetRaw } from '../support/kube.js';
 import { startClusterApp } from '../support/cluster-app.js';
 
@@ -173,7 +174,7 @@ describe('a cluster that sends a lot', () => {
       const res = await call(`configmaps/${ns}/${name}`);
       assert.equal(res.status, 200, `${kib} KiB`);
       assert.ok(Buffer.from(res.text, 'utf8').equals(direct.body), `${kib} KiB: identical bytes`);
-      const whole = direct.body.length <= 64 * 1024;
+      const whole = direct.body.length <= SMALL_ANSWER_BYTES;
       assert.equal(res.headers['content-length'], whole ? String(direct.body.length) : undefined, `${kib} KiB`);
     }
   });
