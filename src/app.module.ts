@@ -11,6 +11,8 @@ import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
+import { ObservabilityModule } from './observability/observability.module.js';
+import { HttpModule } from './http/http.module.js';
 import { ResourcesModule } from './resources/resources.module.js';
 import { UsersModule } from './users/users.module.js';
 
@@ -29,6 +31,8 @@ export class AppModule {
         HealthModule,
         ResourcesModule,
         MetricsModule,
+        ObservabilityModule,
+        HttpModule,
         AuditModule,
       ],
       providers: [

@@ -1,84 +1,29 @@
 import 'reflect-metadata';
-import cookie from '@fastify/cookie';
-import cors from '@fastify/cors';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { getRepositoryToken } from '@nestjs/typeorm';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { AppModule } from './app.module.js';
-import { registerAuthentication } from './auth/auth.guard.js';
-import { CredentialsService } from './auth/credentials.service.js';
-import { attachDrain } from './common/drain.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
-import { jsonBodyParser } from './common/json-body.js';
 import { createAccessLog, createPino, lazyChildLogger, OneLineLogController, PinoNestLogger } from './common/logger.js';
-import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
-import { attachServiceMetrics } from './metrics/service-endpoint.js';
+import { API_PREFIX, HttpEdge } from './http/edge.js';
+import { rawError } from './http/raw-error.js';
 import { setupSwagger } from './openapi.js';
-import { securityHeaders } from './common/security-headers.js';
-import { PodLogsService } from './resources/pod-logs.service.js';
-import { registerReadLanes } from './resources/read-lane.js';
-import { UserEntity } from './users/user.entity.js';
 
-export const API_PREFIX = 'api/v1';
-const MIB = 1024 * 1024;
-/** Resource routes carry whole cluster objects; everything else is small. */
-export const RESOURCE_BODY_LIMIT = 10 * MIB;
-export const ADMIN_BODY_LIMIT = 1 * MIB;
-/** Resource routes are the ones whose first segment under the prefix is the `:resource` parameter. */
-const RESOURCE_ROUTE = `/${API_PREFIX}/:resource`;
+export { ADMIN_BODY_LIMIT, API_PREFIX, RESOURCE_BODY_LIMIT } from './http/edge.js';
+
 /**
  * Longest raw path segment the router accepts: names are at most 253 characters (CONTRACT §7), and
  * a percent-encoded one may take three bytes per character.
  */
 export const MAX_PARAM_LENGTH = 3 * 253;
-const JSON_TYPES = [
-  'application/json',
-  'application/merge-patch+json',
-  'application/json-patch+json',
-  'application/strategic-merge-patch+json',
-];
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 function requestIdOf(headers: Record<string, string | string[] | undefined>): string {
   const incoming = headers['x-request-id'];
   return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-}
-
-/** An error answered on a bare socket (before Fastify has a request): still the service's shape. */
-function rawError(socket: Socket, statusCode: number, message: string): void {
-  if (socket.destroyed) return;
-  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !inFlight?.headersSent) {
-    const requestId = randomUUID();
-    const body = JSON.stringify(errorBody(statusCode, message, requestId));
-    socket.write(
-      `HTTP/1.1 ${statusCode} ${errorBody(statusCode, '', '').error}\r\n` +
-        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-        `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
-    );
-  }
-  socket.destroy();
-}
-
-/** Caps the open connections of one client address; the one over the cap gets a 503 and is closed. */
-function capConnectionsPerAddress(fastify: FastifyInstance, max: number): void {
-  if (max === 0) return;
-  const open = new Map<string, number>();
-  fastify.server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? '';
-    const count = (open.get(address) ?? 0) + 1;
-    open.set(address, count);
-    socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1;
-      if (left <= 0) open.delete(address);
-      else open.set(address, left);
-    });
-    if (count > max) rawError(socket, 503, `too many connections from one address (at most ${max})`);
-  });
 }
 
 /** Builds the configured application without listening: main.ts listens, tests use `inject()`. */
@@ -93,8 +38,6 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     logController: new OneLineLogController(createAccessLog(config.logLevel)),
     // A request's logger is made when something logs through it, not for every request.
     childLoggerFactory: lazyChildLogger,
-    // Per route below (onRoute); this one covers what no route matched.
-    bodyLimit: ADMIN_BODY_LIMIT,
     trustProxy: config.trustProxy,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     // Receiving the request (headers and body) must finish in time; the response may take longer
@@ -132,74 +75,9 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     abortOnError: false,
     bodyParser: false,
   });
-  const fastify = app.getHttpAdapter().getInstance();
-
-  const security = securityHeaders({
-    contentSecurityPolicy: {
-      directives: {
-        defaultSrc: ["'self'"],
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        imgSrc: ["'self'", 'data:'],
-        scriptSrc: ["'self'"],
-        connectSrc: ["'self'"],
-        frameAncestors: ["'none'"],
-        upgradeInsecureRequests: null,
-      },
-    },
-  });
-  fastify.addHook('onRequest', (request, reply, done) => {
-    reply.headers(security).header('x-request-id', request.id);
-    done();
-  });
-  // SIGTERM: log streams end cleanly at once, so their clients reconnect to another replica
-  attachDrain(app, fastify).onDrain(() => app.get(PodLogsService).closeAll());
-  attachServiceMetrics(app, fastify, config);
-  registerAudit(app, fastify);
-  registerReadLanes(app, fastify);
-  // The one safety net for errors Fastify answers from contexts Nest's filter does not cover (a body
-  // refused on a path no route matches, say): the same shape, with the request id.
-  fastify.addHook('onSend', (request, reply, payload, done) => {
-    if (reply.statusCode < 400 || typeof payload !== 'string' || payload.length > 4096) return done(null, payload);
-    let body: unknown;
-    try {
-      body = JSON.parse(payload);
-    } catch {
-      return done(null, payload);
-    }
-    if (!body || typeof body !== 'object' || !('statusCode' in body) || 'requestId' in body) return done(null, payload);
-    const message = (body as { message?: unknown }).message;
-    done(
-      null,
-      JSON.stringify(
-        errorBody(reply.statusCode, typeof message === 'string' ? message : 'request refused', String(request.id)),
-      ),
-    );
-  });
-  capConnectionsPerAddress(fastify, limits.maxConnectionsPerAddress);
-  // Limits are decided on the route the router matched (after decoding), never on the raw URL.
-  fastify.addHook('onRoute', (route) => {
-    route.bodyLimit ??= route.url.startsWith(RESOURCE_ROUTE) ? RESOURCE_BODY_LIMIT : ADMIN_BODY_LIMIT;
-  });
-
-  fastify.removeAllContentTypeParsers();
-  // Read as it arrives, the nesting checked on each piece (see json-body.ts).
-  fastify.addContentTypeParser(JSON_TYPES, jsonBodyParser(limits.maxJsonDepth));
-
-  await app.register(cookie);
-  // Without allowed origins CORS adds nothing to any answer (and a preflight finds no route, 404):
-  // the plugin is not registered at all rather than run on every request to do nothing.
-  if (config.corsOrigins.length > 0) {
-    await app.register(cors, {
-      origin: config.corsOrigins,
-      credentials: true,
-      exposedHeaders: ['x-request-id', 'retry-after'],
-    });
-  }
-  // After cookies (it reads the session cookie) and CORS (its 401 must carry CORS headers), before the body.
-  registerAuthentication(fastify, app.get(CredentialsService), app.get(getRepositoryToken(UserEntity)));
-
   app.setGlobalPrefix(API_PREFIX, { exclude: ['healthz', 'readyz'] });
-  setupSwagger(app);
+  const document = setupSwagger(app);
+  await app.get(HttpEdge).register(app, document);
   await app.init();
   return app;
 }

@@ -17,3 +17,17 @@ export function impersonationFor(caller: Caller): Impersonation {
   const user = caller.kind === 'apiKey' ? `cas:key:${caller.name}` : `cas:${caller.name}`;
   return { user, groups: caller.roles.map((role) => `cas:role:${role}`) };
 }
+
+/** Printable ASCII, no leading or trailing space, bounded: nothing that could end a header or start another. */
+const SAFE_HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?$/;
+
+/** The Impersonate-* headers of an identity; each value is checked again before it becomes a header. */
+export function impersonationHeaders(impersonate: Impersonation): Record<string, string | string[]> {
+  for (const value of [impersonate.user, ...impersonate.groups]) {
+    if (!SAFE_HEADER_VALUE.test(value))
+      throw new Error(`refusing to impersonate with an unsafe value ${JSON.stringify(value)}`);
+  }
+  const headers: Record<string, string | string[]> = { 'impersonate-user': impersonate.user };
+  if (impersonate.groups.length) headers['impersonate-group'] = impersonate.groups;
+  return headers;
+}

@@ -1,3 +1,4 @@
+import { CLUSTER_NAME_PATTERN } from '../clusters/cluster-name.js';
 import type { FastifyRequest } from 'fastify';
 import type { Caller } from '../auth/caller.js';
 import { auditFactsOf, isWriteMethod } from './audit-facts.js';
@@ -12,7 +13,6 @@ const TARGET_KINDS: Record<string, string> = {
   apikeys: 'apiKey',
   roles: 'role',
 };
-const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
 const MAX_CREATED_RESPONSE = 64 * 1024;
 
 /**
@@ -118,7 +118,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     requestId: String(request.id).slice(0, 128),
     targetKind,
     targetId,
-    cluster: isResourceRoute && typeof header === 'string' && CLUSTER_NAME.test(header) ? header : null,
+    cluster: isResourceRoute && typeof header === 'string' && CLUSTER_NAME_PATTERN.test(header) ? header : null,
     resource: isResourceRoute ? clip(params.resource, 253) : null,
     namespace: isResourceRoute ? clip(params.namespace, 253) : null,
     name: isResourceRoute ? clip(params.name, 253) : null,

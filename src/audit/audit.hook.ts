@@ -1,41 +1,14 @@
-import { PATH_METADATA } from '@nestjs/common/constants.js';
-import { MetadataScanner, ModulesContainer } from '@nestjs/core';
-import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { FASTIFY_ROUTE_CONFIG_METADATA } from '@nestjs/platform-fastify/constants.js';
 import type { FastifyInstance } from 'fastify';
 import { auditFactsOf } from './audit-facts.js';
 import { auditRowFor, wantsCreatedId } from './audit-row.js';
 import { AuditService } from './audit.service.js';
 
 /**
- * Puts each route's operationId (its handler's name, as in the OpenAPI document) into the Fastify
- * route config, so the audit hook knows the operation of every request, including one refused by
- * the guard or by the body parser. Must run before the routes are registered (before `app.init()`).
- */
-function labelOperations(app: NestFastifyApplication): void {
-  const scanner = new MetadataScanner();
-  for (const module of app.get(ModulesContainer).values()) {
-    for (const wrapper of module.controllers.values()) {
-      const proto = (wrapper.metatype as { prototype?: object } | null)?.prototype;
-      if (!proto) continue;
-      for (const name of scanner.getAllMethodNames(proto)) {
-        const handler = (proto as Record<string, unknown>)[name];
-        if (typeof handler !== 'function' || Reflect.getMetadata(PATH_METADATA, handler) === undefined) continue;
-        const config = (Reflect.getMetadata(FASTIFY_ROUTE_CONFIG_METADATA, handler) ?? {}) as object;
-        Reflect.defineMetadata(FASTIFY_ROUTE_CONFIG_METADATA, { ...config, operationId: name }, handler);
-      }
-    }
-  }
-}
-
-/**
  * The one mechanism that records calls: after each response (never before it, never failing it) the
- * request's route, caller, path parameters and the facts routes noted become an audit row when the
+ * request's route (its operationId, set by the HTTP edge), caller, path parameters and the facts routes noted become an audit row when the
  * call changed or tried to change state, or was refused. Routes added later are covered as they are.
  */
-export function registerAudit(app: NestFastifyApplication, fastify: FastifyInstance): void {
-  labelOperations(app);
-  const audit = app.get(AuditService);
+export function registerAudit(fastify: FastifyInstance, audit: AuditService): void {
   const recorded = new WeakSet<object>();
   const capture = (request: Parameters<typeof auditRowFor>[0], statusCode: number) => {
     if (recorded.has(request)) return;

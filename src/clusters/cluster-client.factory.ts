@@ -1,12 +1,4 @@
-import {
-  ConflictException,
-  Inject,
-  Injectable,
-  Logger,
-  NotFoundException,
-  OnModuleDestroy,
-  ServiceUnavailableException,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleDestroy, ServiceUnavailableException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +7,8 @@ import { type Dispatcher, Pool } from 'undici';
 import { type AddressPolicy, policyLookup, refusedServer } from './address-policy.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { LocalWrites } from '../database/local-writes.js';
-import type { ClusterConnection, ClusterConnections } from './cluster-connection.js';
+import type { ClusterConnection } from './cluster-connection.js';
+import { requireUsable } from './cluster-name.js';
 import { ClusterEntity } from './cluster.entity.js';
 import { credentialsOf, KubeconfigError, selectContext, type KubeconfigContext } from './kubeconfig.js';
 import { SecretBox } from './secret-box.js';
@@ -55,15 +48,11 @@ interface ClusterRow {
 interface CacheEntry {
   generation: number;
   connection: Promise<ClusterConnection>;
-  /** The connection once built. */
-  built?: ClusterConnection;
 }
 
 interface RowEntry {
   row: Promise<ClusterRow | undefined>;
   readAt: number;
-  /** The row once read (null: no cluster has the name). */
-  read?: ClusterRow | null;
 }
 
 /** A row read less than CLUSTER_ROW_TTL_MS ago. */
@@ -87,7 +76,7 @@ function serves(cached: CacheEntry, cluster: ClusterKey): boolean {
  * connections closed at once, busy ones when their response ends).
  */
 @Injectable()
-export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy {
+export class ClusterClientFactory implements OnModuleDestroy {
   private readonly logger = new Logger(ClusterClientFactory.name);
   private readonly cache = new Map<number, CacheEntry>();
   private readonly rows = new Map<string, RowEntry>();
@@ -104,26 +93,21 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     );
   }
 
+  /**
+   * The connection for the cluster named in a call: 404 when no cluster has that name, 409 when it is
+   * disabled, 503 when its stored configuration cannot be used.
+   */
   async forName(name: string): Promise<ClusterConnection> {
     const cluster = await this.row(name);
-    if (!cluster) throw new NotFoundException(`cluster '${name}' not found`);
-    if (!cluster.enabled) throw new ConflictException(`cluster '${name}' is disabled`);
+    requireUsable(name, cluster);
     try {
-      return await this.connect(cluster);
+      return await this.connect(cluster!);
     } catch (error) {
       if (error instanceof ClusterUnusableError) {
         throw new ServiceUnavailableException(`cluster '${name}' cannot be used: ${error.message}`);
       }
       throw error;
     }
-  }
-
-  forNameNow(name: string): ClusterConnection | undefined {
-    const entry = this.rows.get(name);
-    const row = entry?.read;
-    if (!row || !row.enabled || !fresh(entry)) return undefined;
-    const cached = this.cache.get(row.id);
-    return cached && serves(cached, row) ? cached.built : undefined;
   }
 
   /** The cluster's row, read at most once per CLUSTER_ROW_TTL_MS (concurrent misses share one read). */
@@ -139,10 +123,7 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
       .getRawOne<ClusterRow>();
     const entry: RowEntry = { row, readAt: now };
     this.rows.set(name, entry);
-    row.then(
-      (read) => (entry.read = read ?? null),
-      () => this.rows.get(name) === entry && this.rows.delete(name),
-    );
+    row.catch(() => this.rows.get(name) === entry && this.rows.delete(name));
     return row;
   }
 
@@ -153,12 +134,9 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
     const connection = this.build(cluster.id);
     const entry: CacheEntry = { generation: cluster.generation, connection };
     this.cache.set(cluster.id, entry);
-    connection.then(
-      (built) => (entry.built = built),
-      () => {
-        if (this.cache.get(cluster.id) === entry) this.cache.delete(cluster.id);
-      },
-    );
+    connection.catch(() => {
+      if (this.cache.get(cluster.id) === entry) this.cache.delete(cluster.id);
+    });
     if (cached) void cached.connection.then((c) => retire(c.dispatcher)).catch(() => undefined);
     return connection;
   }
@@ -242,13 +220,19 @@ export class ClusterClientFactory implements ClusterConnections, OnModuleDestroy
   private transport(
     server: URL,
     tls: ConnectionTls,
-  ): Pick<ClusterConnection, 'server' | 'dispatcher' | 'connectTimeoutMs' | 'refusedAddress'> {
+  ): Pick<ClusterConnection, 'server' | 'pathPrefix' | 'dispatcher' | 'connectTimeoutMs' | 'refusedAddress'> {
     const policy: AddressPolicy = { allowLinkLocal: this.config.limits.allowLinkLocalClusters };
     const connectTimeoutMs = Math.min(this.config.clusterRequestTimeoutSeconds * 1000, 10_000);
     const dispatcher = new Pool(server.origin, {
       connect: { ...tls, lookup: policyLookup(policy) as never, timeout: connectTimeoutMs },
     });
-    return { server, dispatcher, connectTimeoutMs, refusedAddress: refusedServer(server, policy) ?? undefined };
+    return {
+      server,
+      pathPrefix: server.pathname.length > 1 ? server.pathname.replace(/\/+$/, '') : '',
+      dispatcher,
+      connectTimeoutMs,
+      refusedAddress: refusedServer(server, policy) ?? undefined,
+    };
   }
 
   /** The pod's service account: CA read once, token read per request (the kubelet rotates it). */

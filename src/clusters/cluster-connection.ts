@@ -17,6 +17,8 @@ export interface ClusterConnection {
   impersonate: boolean;
   /** The API server's base URL, e.g. `https://127.0.0.1:6443` (may carry a path prefix). */
   server: URL;
+  /** The server URL's path without its trailing slash ('' for none): what every request path is put under. */
+  pathPrefix: string;
   /**
    * A keep-alive connection pool (undici) to the server, with the cluster's CA, client
    * certificate/key, TLS settings and address policy.
@@ -34,20 +36,4 @@ export interface ClusterConnection {
    * for client-certificate auth. Read per request: an in-cluster token file may rotate.
    */
   authHeaders(): Readonly<Record<string, string>>;
-}
-
-export const CLUSTER_CONNECTIONS = Symbol('CLUSTER_CONNECTIONS');
-
-/** What the resource routes need from the cluster registry. */
-export interface ClusterConnections {
-  /**
-   * The connection for the cluster named in `x-cluster-name`: NotFoundException (404) when no
-   * cluster has that name, ConflictException (409) when it is disabled.
-   */
-  forName(name: string): Promise<ClusterConnection>;
-  /**
-   * The same connection when it is at hand without waiting: the cluster's row read within the last
-   * second, enabled, and its connection built. Otherwise undefined, and `forName` decides (and says why not).
-   */
-  forNameNow(name: string): ClusterConnection | undefined;
 }

@@ -5,8 +5,9 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { Leases } from '../database/leases.js';
 import { ClusterClientFactory, ClusterUnusableError } from './cluster-client.factory.js';
 import type { ClusterConnection } from './cluster-connection.js';
-import { classifyFailure, describeFailure, requestCluster } from './cluster-request.js';
-import { probeMetricsEndpoint } from '../metrics/metrics-probe.js';
+import { ClusterGateway } from './gateway/cluster-gateway.js';
+import { classifyFailure, describeFailure } from './gateway/failures.js';
+import { type MetricsEndpoint, PROMETHEUS_PATHS } from './gateway/metrics-endpoint.js';
 import { ClusterEntity, type ProbeStatus } from './cluster.entity.js';
 
 export interface ProbeResult {
@@ -16,7 +17,6 @@ export interface ProbeResult {
   error: string | null;
 }
 
-const USER_AGENT = 'cluster-admin-service/1 (health)';
 /** Background polling runs on the one replica holding this lease. */
 export const HEALTH_LEASE = 'cluster-health';
 const MAX_BODY = 64 * 1024;
@@ -37,6 +37,7 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
     private readonly factory: ClusterClientFactory,
+    private readonly gateway: ClusterGateway,
     private readonly leases: Leases,
   ) {}
 
@@ -106,10 +107,7 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
       const [result, metrics] = await Promise.all([
         probeCluster(),
         cluster.metricsURL
-          ? probeMetricsEndpoint(
-              { cluster: cluster.name, url: cluster.metricsURL },
-              this.config.clusters.probeTimeoutMs,
-            )
+          ? this.probeMetrics({ cluster: cluster.name, url: cluster.metricsURL })
           : undefined,
       ]);
       if (metrics) {
@@ -132,24 +130,41 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
     }
   }
 
-  /** `GET /version` within the probe time-out; never throws. */
+  /** `GET /version` within the probe time-out, as the service itself; never throws. */
   async probe(connection: ClusterConnection): Promise<ProbeResult> {
+    const cluster = this.gateway.asService(connection, this.config.clusters.probeTimeoutMs);
     try {
-      const res = await requestCluster(connection, {
-        method: 'GET',
-        path: '/version',
-        userAgent: USER_AGENT,
-        timeoutMs: this.config.clusters.probeTimeoutMs,
-      });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      for await (const chunk of res) {
-        size += (chunk as Buffer).length;
-        if (size <= MAX_BODY) chunks.push(chunk as Buffer);
-      }
-      return interpret(res.statusCode, Buffer.concat(chunks).toString('utf8'));
+      const res = await cluster.send({ method: 'GET', path: '/version' });
+      return interpret(res.statusCode, (await cluster.read(res, MAX_BODY)).toString('utf8'));
     } catch (error) {
       // Only a short class is stored: the raw message would hand out connection and TLS details.
+      const failure = classifyFailure(error);
+      const status = failure === 'timeout' || failure === 'unreachable' ? 'unreachable' : 'error';
+      return { status, error: describeFailure(error) };
+    }
+  }
+
+  /**
+   * A metrics endpoint's health: `GET <metricsURL>/api/v1/status/buildinfo` within the probe time-out
+   * (what every Prometheus-compatible API answers cheaply). Never throws.
+   */
+  async probeMetrics(endpoint: MetricsEndpoint): Promise<{ status: 'ok' | 'unreachable' | 'error'; error: string | null }> {
+    const metrics = this.gateway.metricsClient(endpoint, this.config.clusters.probeTimeoutMs);
+    try {
+      const res = await metrics.get(PROMETHEUS_PATHS.buildInfo, new URLSearchParams());
+      const body = await metrics.read(res, MAX_BODY).catch(() => Buffer.alloc(0));
+      if (res.statusCode !== 200) {
+        return { status: 'error', error: `GET /api/v1/status/buildinfo answered HTTP ${res.statusCode}` };
+      }
+      try {
+        if ((JSON.parse(body.toString('utf8')) as { status?: unknown }).status === 'success') {
+          return { status: 'ok', error: null };
+        }
+      } catch {
+        /* reported below */
+      }
+      return { status: 'error', error: 'the metrics endpoint did not answer like a Prometheus HTTP API' };
+    } catch (error) {
       const failure = classifyFailure(error);
       const status = failure === 'timeout' || failure === 'unreachable' ? 'unreachable' : 'error';
       return { status, error: describeFailure(error) };

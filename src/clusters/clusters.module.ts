@@ -2,12 +2,13 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { ClusterClientFactory } from './cluster-client.factory.js';
-import { CLUSTER_CONNECTIONS } from './cluster-connection.js';
 import { ClusterHealthService } from './cluster-health.service.js';
 import { ClusterEntity } from './cluster.entity.js';
 import { ClustersBootstrapService } from './clusters-bootstrap.service.js';
 import { AvailableClustersController, ClustersController } from './clusters.controller.js';
 import { ClustersService } from './clusters.service.js';
+import { ClusterAccessReview } from './gateway/access-review.js';
+import { ClusterGateway } from './gateway/cluster-gateway.js';
 import { SecretBox, secretBoxFromConfig } from './secret-box.js';
 
 @Module({
@@ -16,11 +17,12 @@ import { SecretBox, secretBoxFromConfig } from './secret-box.js';
   providers: [
     { provide: SecretBox, useFactory: (config: AppConfig) => secretBoxFromConfig(config), inject: [APP_CONFIG] },
     ClusterClientFactory,
-    { provide: CLUSTER_CONNECTIONS, useExisting: ClusterClientFactory },
+    ClusterGateway,
+    ClusterAccessReview,
     ClusterHealthService,
     ClustersService,
     ClustersBootstrapService,
   ],
-  exports: [CLUSTER_CONNECTIONS],
+  exports: [ClusterGateway, ClusterAccessReview],
 })
 export class ClustersModule {}

@@ -7,6 +7,7 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
 import { isScalar, LineCounter, parseDocument, stringify, visit } from 'yaml';
+import { CLUSTER_NAME_PATTERN } from './cluster-name.js';
 
 /** The connection part of one cluster entry. */
 export interface KubeconfigCluster {
@@ -70,9 +71,6 @@ export class KubeconfigError extends Error {
     super(problems.join('; '));
   }
 }
-
-/** Cluster names (CONTRACT §6): 1–253 printable ASCII characters without spaces. */
-export const CLUSTER_NAME_PATTERN = /^[\x21-\x7e]{1,253}$/;
 
 const NEVER_RUN = 'a stored kubeconfig must never run a program';
 const NEVER_READ = "a stored kubeconfig must never read a file of the service's host";

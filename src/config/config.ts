@@ -88,8 +88,13 @@ export interface AuditConfig {
 export interface WatchConfig {
   /** Concurrent streams of the whole process; more → 429. */
   maxStreams: number;
-  /** Concurrent streams of one caller (user or API key) in this process; more → 429. */
+  /** Concurrent streams of one user (its sessions and API keys together) in this process; more → 429. */
   maxStreamsPerCaller: number;
+  /** Bytes of recent events all shared watches of this process keep together; past it, new streams → 429. */
+  memoryBytes: number;
+  /** Concurrent pod log streams of the whole process, and of one user; more → 429. */
+  maxLogStreams: number;
+  maxLogStreamsPerUser: number;
   /** Bytes a subscriber may have waiting to be sent before it is cut off as too slow. */
   subscriberBufferBytes: number;
   /** Recent events each shared watch keeps for late subscribers (older resourceVersions → 410). */
@@ -225,6 +230,9 @@ function watchFrom(env: Env): WatchConfig {
     maxStreams,
     maxStreamsPerCaller: Math.min(maxStreamsPerCaller, maxStreams),
     subscriberBufferBytes: integer(env, 'CAS_WATCH_SUBSCRIBER_BUFFER_BYTES', 4 * 1024 * 1024, 65536, 1024 ** 3),
+    memoryBytes: integer(env, 'CAS_WATCH_MEMORY_BYTES', 16 * 1024 * 1024, 1024 * 1024, 64 * 1024 ** 3),
+    maxLogStreams: integer(env, 'CAS_LOG_MAX_STREAMS', 1000, 1, 100000),
+    maxLogStreamsPerUser: integer(env, 'CAS_LOG_MAX_STREAMS_PER_USER', 20, 1, 100000),
     windowEvents: integer(env, 'CAS_WATCH_WINDOW_EVENTS', 1000, 10, 1_000_000),
     lingerMs: integer(env, 'CAS_WATCH_LINGER_SECONDS', 5, 0, 3600) * 1000,
     reauthMs: integer(env, 'CAS_WATCH_REAUTH_SECONDS', 4, 1, 5) * 1000,

@@ -11,7 +11,7 @@ import {
   getSchemaPath,
 } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
-import type { IncomingMessage } from 'node:http';
+import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
@@ -64,7 +64,7 @@ const ClusterMetrics = (passthrough: boolean) =>
   );
 
 /** Prometheus's answer goes to the caller as it arrives: status and JSON body bytes. */
-function pass(reply: FastifyReply, res: IncomingMessage): FastifyReply {
+function pass(reply: FastifyReply, res: ClusterResponse): FastifyReply {
   reply.status(res.statusCode ?? 502).header('content-type', res.headers['content-type'] ?? 'application/json');
   if (res.headers['content-length'] !== undefined) reply.header('content-length', res.headers['content-length']);
   return reply.send(res);

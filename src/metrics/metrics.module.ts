@@ -1,16 +1,14 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ClusterEntity } from '../clusters/cluster.entity.js';
-import { DbMetricsSubscriber } from './db-metrics.subscriber.js';
+import { ClustersModule } from '../clusters/clusters.module.js';
 import { MetricsController } from './metrics.controller.js';
 import { MetricsService } from './metrics.service.js';
-import { MetricsListener } from './service-endpoint.js';
 
-/** Queries of each cluster's Prometheus, and the service's own metrics (the HTTP hook is attached in app.ts). */
+/** Queries of each cluster's Prometheus, through the cluster gateway. */
 @Module({
-  imports: [TypeOrmModule.forFeature([ClusterEntity])],
+  imports: [TypeOrmModule.forFeature([ClusterEntity]), ClustersModule],
   controllers: [MetricsController],
-  providers: [MetricsService, MetricsListener, DbMetricsSubscriber],
-  exports: [MetricsListener],
+  providers: [MetricsService],
 })
 export class MetricsModule {}

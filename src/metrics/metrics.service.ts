@@ -1,17 +1,17 @@
-import {
-  BadGatewayException,
-  BadRequestException,
-  ConflictException,
-  Inject,
-  Injectable,
-  NotFoundException,
-} from '@nestjs/common';
+import { BadGatewayException, BadRequestException, Inject, Injectable, NotFoundException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import type { IncomingMessage } from 'node:http';
 import { Repository } from 'typeorm';
 import { Authorizer, type AccessRequest } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import { ClusterEntity } from '../clusters/cluster.entity.js';
+import { clusterNameOf, requireUsable } from '../clusters/cluster-name.js';
+import type { ClusterResponse } from '../clusters/gateway/answer.js';
+import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
+import {
+  type MetricsEndpointClient,
+  PROMETHEUS_PATHS,
+  type PrometheusPath,
+} from '../clusters/gateway/metrics-endpoint.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { validateName, validateNamespace, ALL_NAMESPACES } from '../resources/resource-path.js';
 import type {
@@ -23,14 +23,6 @@ import type {
 } from './dto/metrics-query.dto.js';
 import type { ContainerSeriesDto, NodeUsageDto, PodUsageDto } from './dto/usage.dto.js';
 import {
-  metricsFailure,
-  PROMETHEUS_PATHS,
-  readBody,
-  requestPrometheus,
-  type MetricsEndpoint,
-  type PrometheusPath,
-} from './prometheus-client.js';
-import {
   checkQuery,
   checkRange,
   LABEL_NAME,
@@ -41,7 +33,6 @@ import {
   type UsageRange,
 } from './promql.js';
 
-const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
 /** Largest answer the usage routes read whole (a pod's containers over 24 h are a few KiB). */
 const MAX_USAGE_BODY = 8 * 1024 * 1024;
 
@@ -79,9 +70,10 @@ export class MetricsService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
     private readonly authorizer: Authorizer,
+    private readonly gateway: ClusterGateway,
   ) {}
 
-  queryMetrics(caller: Caller, cluster: unknown, dto: MetricsInstantQueryDto): Promise<IncomingMessage> {
+  queryMetrics(caller: Caller, cluster: unknown, dto: MetricsInstantQueryDto): Promise<ClusterResponse> {
     return this.raw(caller, cluster, () => {
       checkQuery(dto.query);
       const time = dto.time === undefined ? undefined : parseTime('time', dto.time);
@@ -89,7 +81,7 @@ export class MetricsService {
     });
   }
 
-  queryMetricsRange(caller: Caller, cluster: unknown, dto: MetricsRangeQueryDto): Promise<IncomingMessage> {
+  queryMetricsRange(caller: Caller, cluster: unknown, dto: MetricsRangeQueryDto): Promise<ClusterResponse> {
     return this.raw(caller, cluster, () => {
       checkQuery(dto.query);
       const range = checkRange(dto.start, dto.end, dto.step);
@@ -97,11 +89,11 @@ export class MetricsService {
     });
   }
 
-  listMetricSeries(caller: Caller, cluster: unknown, dto: MetricsSeriesQueryDto): Promise<IncomingMessage> {
+  listMetricSeries(caller: Caller, cluster: unknown, dto: MetricsSeriesQueryDto): Promise<ClusterResponse> {
     return this.raw(caller, cluster, () => [PROMETHEUS_PATHS.series, this.matchParams(dto)]);
   }
 
-  listMetricLabels(caller: Caller, cluster: unknown, dto: MetricsMatchQueryDto): Promise<IncomingMessage> {
+  listMetricLabels(caller: Caller, cluster: unknown, dto: MetricsMatchQueryDto): Promise<ClusterResponse> {
     return this.raw(caller, cluster, () => [PROMETHEUS_PATHS.labels, this.matchParams(dto)]);
   }
 
@@ -110,7 +102,7 @@ export class MetricsService {
     cluster: unknown,
     label: string,
     dto: MetricsMatchQueryDto,
-  ): Promise<IncomingMessage> {
+  ): Promise<ClusterResponse> {
     return this.raw(caller, cluster, () => {
       if (!LABEL_NAME.test(label)) {
         throw new BadRequestException([
@@ -174,7 +166,7 @@ export class MetricsService {
     caller: Caller,
     cluster: unknown,
     build: () => [PrometheusPath, URLSearchParams],
-  ): Promise<IncomingMessage> {
+  ): Promise<ClusterResponse> {
     const name = this.clusterName(cluster);
     const request: AccessRequest = { verb: 'get', cluster: name, resource: 'metrics', namespace: null };
     this.authorizer.require(caller, request);
@@ -183,43 +175,34 @@ export class MetricsService {
   }
 
   /** The answer when it is Prometheus's JSON (success or error); anything else is the endpoint's fault: 502. */
-  private async send(endpoint: MetricsEndpoint, path: PrometheusPath, query: URLSearchParams) {
-    const timeoutMs = this.config.metrics.queryTimeoutSeconds * 1000;
-    let res: IncomingMessage;
-    try {
-      res = await requestPrometheus(endpoint, path, query, timeoutMs);
-    } catch (error) {
-      throw metricsFailure(endpoint.cluster, error, timeoutMs);
-    }
+  private async send(metrics: MetricsEndpointClient, path: PrometheusPath, query: URLSearchParams) {
+    const res = await metrics.get(path, query);
     const type = String(res.headers['content-type'] ?? '');
     if (!/^application\/json\b/i.test(type)) {
-      res.resume();
+      res.destroy();
       throw new BadGatewayException(
-        `the metrics endpoint of cluster '${endpoint.cluster}' answered HTTP ${res.statusCode} with ${type || 'no content type'}, not the Prometheus HTTP API's JSON: check its metricsURL`,
+        `${metrics.target} answered HTTP ${res.statusCode} with ${type || 'no content type'}, not the Prometheus HTTP API's JSON: check its metricsURL`,
       );
     }
     return res;
   }
 
   private async matrix(
-    endpoint: MetricsEndpoint,
+    endpoint: MetricsEndpointClient,
     query: string,
     window: { start: number; end: number; step: number },
   ): Promise<MatrixAnswer> {
     const res = await this.send(endpoint, PROMETHEUS_PATHS.queryRange, params({ query, ...window }));
-    const timeoutMs = this.config.metrics.queryTimeoutSeconds * 1000;
     let answer: MatrixAnswer;
     try {
-      answer = JSON.parse((await readBody(res, MAX_USAGE_BODY)).toString('utf8')) as MatrixAnswer;
+      answer = JSON.parse((await endpoint.read(res, MAX_USAGE_BODY)).toString('utf8')) as MatrixAnswer;
     } catch (error) {
-      if (error instanceof SyntaxError) {
-        throw new BadGatewayException(`the metrics endpoint of cluster '${endpoint.cluster}' answered invalid JSON`);
-      }
-      throw metricsFailure(endpoint.cluster, error, timeoutMs);
+      if (error instanceof SyntaxError) throw new BadGatewayException(`${endpoint.target} answered invalid JSON`);
+      throw error;
     }
     if (answer.status !== 'success' || answer.data?.resultType !== 'matrix') {
       throw new BadGatewayException(
-        `the metrics endpoint of cluster '${endpoint.cluster}' refused the usage query (HTTP ${res.statusCode}): ${String(answer.error ?? 'no matrix in the answer').slice(0, 300)}`,
+        `${endpoint.target} refused the usage query (HTTP ${res.statusCode}): ${String(answer.error ?? 'no matrix in the answer').slice(0, 300)}`,
       );
     }
     return answer;
@@ -233,30 +216,21 @@ export class MetricsService {
   }
 
   private clusterName(value: unknown): string {
-    if (value === undefined || value === '') {
-      throw new BadRequestException(['x-cluster-name header is required: name the target cluster']);
-    }
-    if (typeof value !== 'string' || !CLUSTER_NAME.test(value)) {
-      throw new BadRequestException([
-        'x-cluster-name must be one cluster name: 1–253 printable characters without spaces',
-      ]);
-    }
-    return value;
+    return clusterNameOf(value);
   }
 
   /** The cluster's metrics endpoint: 404 unknown cluster or no metricsURL, 409 disabled. */
-  private async endpoint(name: string): Promise<MetricsEndpoint> {
+  private async endpoint(name: string): Promise<MetricsEndpointClient> {
     const row = await this.clusters.findOne({
       where: { name },
       select: { id: true, name: true, enabled: true, metricsURL: true },
     });
-    if (!row) throw new NotFoundException(`cluster '${name}' not found`);
-    if (!row.enabled) throw new ConflictException(`cluster '${name}' is disabled`);
-    if (!row.metricsURL) {
+    requireUsable(name, row);
+    if (!row!.metricsURL) {
       throw new NotFoundException(
         `cluster '${name}' has no metrics endpoint: an administrator can set its metricsURL to a Prometheus address`,
       );
     }
-    return { cluster: row.name, url: row.metricsURL };
+    return this.gateway.metricsClient({ cluster: row!.name, url: row!.metricsURL });
   }
 }

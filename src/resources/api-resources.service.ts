@@ -1,23 +1,13 @@
-import {
-  BadGatewayException,
-  BadRequestException,
-  ForbiddenException,
-  Inject,
-  Injectable,
-  NotFoundException,
-} from '@nestjs/common';
+import { BadGatewayException, ForbiddenException, Injectable, NotFoundException } from '@nestjs/common';
 import { Authorizer, VERBS, type Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
-import {
-  CLUSTER_CONNECTIONS,
-  type ClusterConnection,
-  type ClusterConnections,
-} from '../clusters/cluster-connection.js';
-import { CLUSTER_NAME_PATTERN } from '../clusters/kubeconfig.js';
+import type { ClusterConnection } from '../clusters/cluster-connection.js';
+import { clusterNameOf } from '../clusters/cluster-name.js';
+import { ClusterAccessReview, type ReviewAttributes } from '../clusters/gateway/access-review.js';
+import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { ResourceDiscovery } from './discovery.js';
 import type { ApiResourceDto, ApiResourceListDto, ApiResourceSchemaDto } from './dto/api-resources.dto.js';
-import { parseResourceId, type ResourceType } from './resource-path.js';
-import { UpstreamClient } from './upstream.js';
+import { parseResourceId, resourceIdOf as idOf } from './resource-path.js';
 
 type Definitions = Record<string, Record<string, unknown>>;
 
@@ -39,7 +29,6 @@ const OPENAPI_MAX_CLUSTERS = 8;
 const OPENAPI_MAX_BYTES = 64 * 1024 * 1024;
 
 const gvkKey = (group: string, version: string, kind: string) => `${group}/${version}/${kind}`;
-const idOf = (t: ResourceType) => (t.group ? `${t.plural}.${t.group}` : t.plural);
 
 /** What a cluster serves (discovery) and the shape of each type (OpenAPI), for a console's navigation and forms. */
 @Injectable()
@@ -53,14 +42,14 @@ export class ApiResourcesService {
   private readonly loading = new Map<number, Promise<OpenApiDocument>>();
 
   constructor(
-    @Inject(CLUSTER_CONNECTIONS) private readonly clusters: ClusterConnections,
+    private readonly gateway: ClusterGateway,
+    private readonly review: ClusterAccessReview,
     private readonly discovery: ResourceDiscovery,
-    private readonly upstream: UpstreamClient,
     private readonly authorizer: Authorizer,
   ) {}
 
   async listApiResources(caller: Caller, clusterName: string, namespace?: string): Promise<ApiResourceListDto> {
-    const conn = await this.connect(caller, clusterName);
+    const conn = await this.connect(caller, clusterName, { verb: 'get', path: '/apis' });
     const types = await this.discovery.list(conn);
     const ns = namespace ?? null;
     const resources: ApiResourceDto[] = types.map((t) => {
@@ -93,7 +82,7 @@ export class ApiResourcesService {
 
   async getApiResourceSchema(caller: Caller, clusterName: string, resource: string): Promise<ApiResourceSchemaDto> {
     const { plural, group } = parseResourceId(resource);
-    const conn = await this.connect(caller, clusterName);
+    const conn = await this.connect(caller, clusterName, { verb: 'get', path: '/openapi/v2' });
     const type = await this.discovery.resolve(conn, plural, group);
     const key = gvkKey(type.group, type.version, type.kind);
     let doc = await this.document(conn);
@@ -115,14 +104,19 @@ export class ApiResourcesService {
     };
   }
 
-  /** The cluster, once the caller may use it at all: the types a cluster serves and their shapes are not its content. */
-  private async connect(caller: Caller, clusterName: string): Promise<ClusterConnection> {
-    if (!CLUSTER_NAME_PATTERN.test(clusterName)) {
-      throw new BadRequestException(['cluster name must be 1–253 printable ASCII characters without spaces']);
-    }
+  /**
+   * The cluster, once the caller may use it at all: the types a cluster serves and their shapes are not
+   * its content. They come from caches the service reads for itself; on an impersonating cluster the
+   * cluster is asked too whether the person may read them (`question`).
+   */
+  private async connect(caller: Caller, name: string, question: ReviewAttributes): Promise<ClusterConnection> {
+    const clusterName = clusterNameOf(name);
     const attempt = this.authorizer.mayAttempt(caller, 'get', clusterName);
     if (!attempt.allowed) throw new ForbiddenException(attempt.reason);
-    return this.clusters.forName(clusterName);
+    const cluster = await this.gateway.clientFor(caller, clusterName);
+    const refused = await this.review.check(cluster, question);
+    if (refused) throw new ForbiddenException(refused);
+    return cluster.conn;
   }
 
   private async document(conn: ClusterConnection): Promise<OpenApiDocument> {
@@ -152,29 +146,14 @@ export class ApiResourcesService {
   }
 
   private async fetch(conn: ClusterConnection): Promise<OpenApiDocument> {
-    const res = await this.upstream.send(conn, { method: 'GET', path: '/openapi/v2' });
-    const chunks: Buffer[] = [];
-    let size = 0;
-    try {
-      for await (const chunk of res) {
-        size += (chunk as Buffer).length;
-        if (size > OPENAPI_MAX_BYTES) {
-          res.destroy();
-          throw new BadGatewayException(
-            `cluster '${conn.clusterName}' sent an OpenAPI document larger than ${OPENAPI_MAX_BYTES} bytes`,
-          );
-        }
-        chunks.push(chunk as Buffer);
-      }
-    } catch (error) {
-      if (error instanceof BadGatewayException) throw error;
-      this.upstream.fail(conn, error);
-    }
+    // Shared by every caller of this cluster: read as the service itself.
+    const cluster = this.gateway.asService(conn);
+    const res = await cluster.send({ method: 'GET', path: '/openapi/v2' });
+    const body = await cluster.read(res, OPENAPI_MAX_BYTES);
     if (res.statusCode !== 200) {
-      throw new BadGatewayException(`cluster '${conn.clusterName}' answered ${res.statusCode} to GET /openapi/v2`);
+      throw new BadGatewayException(`${cluster.target} answered ${res.statusCode} to GET /openapi/v2`);
     }
-    const definitions = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { definitions?: Definitions })
-      .definitions;
+    const definitions = (cluster.parse(body, 'GET /openapi/v2') as { definitions?: Definitions }).definitions;
     if (!definitions || typeof definitions !== 'object') {
       throw new BadGatewayException(`cluster '${conn.clusterName}' sent an OpenAPI document without definitions`);
     }

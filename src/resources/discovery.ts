@@ -1,7 +1,7 @@
 import { BadGatewayException, Injectable, Logger, NotFoundException } from '@nestjs/common';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { ResourceType } from './resource-path.js';
-import { UpstreamClient } from './upstream.js';
+import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 
 interface APIResource {
   name: string;
@@ -28,20 +28,18 @@ const MAX_AGE_MS = 5 * 60_000;
 /** On a miss discovery is reloaded, at most this often per cluster (unknown names cannot cause a storm). */
 const MIN_RELOAD_INTERVAL_MS = 1_000;
 
-/** What each cluster serves, from its discovery endpoints; cached per cluster and refreshed on a miss. */
+/**
+ * What each cluster serves, from its discovery endpoints; cached per cluster and refreshed on a miss.
+ * Shared by every caller, so it is read with the service's own identity (a person on an impersonating
+ * cluster may not be allowed discovery; what each caller may do with a type is decided per call).
+ */
 @Injectable()
 export class ResourceDiscovery {
   private readonly logger = new Logger(ResourceDiscovery.name);
   private readonly snapshots = new Map<number, Snapshot>();
   private readonly loading = new Map<number, Promise<Snapshot>>();
 
-  constructor(private readonly upstream: UpstreamClient) {}
-
-  /** The type at hand without waiting: a fresh discovery that has it; otherwise undefined (`resolve` decides). */
-  resolveNow(conn: ClusterConnection, plural: string, group: string | undefined): ResourceType | undefined {
-    const cached = this.cached(conn, MAX_AGE_MS);
-    return cached && find(cached, plural, group);
-  }
+  constructor(private readonly gateway: ClusterGateway) {}
 
   /** Resolves `<plural>` or `<plural>.<group>` on the cluster; 404 when it does not serve it. */
   async resolve(conn: ClusterConnection, plural: string, group: string | undefined): Promise<ResourceType> {
@@ -101,12 +99,12 @@ export class ResourceDiscovery {
       new BadGatewayException(
         `cluster '${conn.clusterName}' answered GET ${path} with something other than Kubernetes discovery`,
       );
-    const core = await this.upstream.getJson(conn, '/api');
+    const core = await this.gateway.asService(conn).getJson('/api');
     const versions = (core as { versions?: unknown } | null)?.versions;
     if (!Array.isArray(versions) || !versions.every((v) => typeof v === 'string' && SEGMENT.test(v))) {
       throw notKubernetes('/api');
     }
-    const apis = await this.upstream.getJson(conn, '/apis');
+    const apis = await this.gateway.asService(conn).getJson('/apis');
     const groups = (apis as { groups?: unknown } | null)?.groups;
     if (!Array.isArray(groups)) throw notKubernetes('/apis');
     const preferred: Array<{ name: string; version: string }> = [];
@@ -134,7 +132,7 @@ export class ResourceDiscovery {
     path: string,
   ): Promise<ResourceType[]> {
     try {
-      const list = await this.upstream.getJson(conn, path);
+      const list = await this.gateway.asService(conn).getJson(path);
       const resources = (list as { resources?: unknown } | null)?.resources;
       if (!Array.isArray(resources)) throw new Error('the answer has no resources list');
       const valid = (resources as Array<Partial<APIResource> | null>).filter(

@@ -8,7 +8,7 @@ import { ApiErrors, ResourceResponses } from '../common/api-errors.js';
 import { exemptFromIdleTimeout } from '../common/timeouts.js';
 import { PodLogQueryDto } from './dto/pod-log-query.dto.js';
 import { PodLogsService } from './pod-logs.service.js';
-import { sendAnswer } from './resources.controller.js';
+import { refuseHead, sendAnswer } from './resources.controller.js';
 
 /** Pod logs, streamed from the cluster named in `x-cluster-name`. */
 @ApiTags('Resources')
@@ -44,6 +44,7 @@ export class LogsController {
     @Query() query: PodLogQueryDto,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
+    refuseHead(request);
     const answer = await this.logs.readLog(
       caller,
       presentedSecret(request),

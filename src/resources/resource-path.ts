@@ -72,11 +72,37 @@ export const PATCH_CONTENT_TYPES = {
   json: 'application/json-patch+json',
 } as const;
 
-/** `patchType` query value → the patch's content type; absent → strategic merge patch. */
-export function patchContentType(patchType: string | undefined): string {
-  if (patchType === undefined) return PATCH_CONTENT_TYPES.strategic;
-  if (patchType === 'merge' || patchType === 'json') return PATCH_CONTENT_TYPES[patchType];
-  return refuse(`patchType must be 'merge' or 'json' (or absent for a strategic merge patch), got '${patchType}'`);
+export type PatchType = keyof typeof PATCH_CONTENT_TYPES;
+const PATCH_TYPE_OF_MEDIA = new Map<string, PatchType>(
+  Object.entries(PATCH_CONTENT_TYPES).map(([kind, media]) => [media, kind as PatchType]),
+);
+
+/**
+ * The patch's content type toward the cluster: from `patchType`, or, when it is absent, from a
+ * Kubernetes patch `Content-Type` the caller sent; plain `application/json` means strategic merge.
+ * A `patchType` that contradicts the Content-Type is a 400.
+ */
+export function patchContentType(patchType: string | undefined, requestContentType: string | undefined): string {
+  const media = requestContentType?.split(';', 1)[0]!.trim().toLowerCase() ?? '';
+  const fromMedia = PATCH_TYPE_OF_MEDIA.get(media);
+  if (patchType === undefined) return PATCH_CONTENT_TYPES[fromMedia ?? 'strategic'];
+  if (!PATCH_TYPE_OF_MEDIA.has(PATCH_CONTENT_TYPES[patchType as PatchType] ?? '')) {
+    return refuse(`patchType must be 'strategic', 'merge' or 'json', got '${patchType}'`);
+  }
+  if (fromMedia !== undefined && fromMedia !== patchType) {
+    return refuse(`patchType '${patchType}' contradicts Content-Type '${media}': send one, or both alike`);
+  }
+  return PATCH_CONTENT_TYPES[patchType as PatchType];
+}
+
+/** The id the routes and roles name a type by: `<plural>` in the core group, `<plural>.<group>` otherwise. */
+export function resourceIdOf(type: Pick<ResourceType, 'plural' | 'group'>): string {
+  return type.group ? `${type.plural}.${type.group}` : type.plural;
+}
+
+/** `<group>/<version>`, or `<version>` in the core group. */
+export function apiVersionOf(type: Pick<ResourceType, 'group' | 'version'>): string {
+  return type.group ? `${type.group}/${type.version}` : type.version;
 }
 
 /** DELETE query → the cluster's DeleteOptions: Foreground unless cascade=false (Orphan); force → grace period 0. */

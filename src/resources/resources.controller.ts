@@ -6,6 +6,8 @@ import {
   Delete,
   type ExecutionContext,
   Get,
+  Headers,
+  HttpException,
   Patch,
   Post,
   Put,
@@ -31,17 +33,15 @@ import {
   WriteResourceQueryDto,
 } from './dto/resource-query.dto.js';
 import { ALL_NAMESPACES } from './resource-path.js';
-import { type ClusterAnswer, type ResourceTarget, ResourcesService } from './resources.service.js';
+import type { ClusterAnswer } from '../clusters/gateway/answer.js';
+import { type ResourceTarget, ResourcesService } from './resources.service.js';
 
 /** The target of a resource call: the `x-cluster-name` header and the path's resource, namespace and name. */
-export function targetOf(request: FastifyRequest): ResourceTarget {
+export const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget => {
+  const request = context.switchToHttp().getRequest<FastifyRequest>();
   const { resource, namespace, name } = request.params as Record<string, string>;
   return { cluster: request.headers['x-cluster-name'], resource, namespace, name };
-}
-
-export const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget =>
-  targetOf(context.switchToHttp().getRequest()),
-);
+});
 
 /** Headers of the cluster's answer that reach the caller; everything else stays behind. */
 const FORWARDED_HEADERS = ['content-type', 'content-length', 'warning'];
@@ -63,6 +63,16 @@ export function sendAnswer(reply: FastifyReply, answer: ClusterAnswer): FastifyR
   if (write) noteAudit(reply.request, { answer: answer.body });
   if (answer.warning !== undefined) reply.header('warning', answer.warning);
   return reply.status(answer.statusCode).header('content-type', answer.contentType).send(answer.body);
+}
+
+/**
+ * A streaming route (a watch, a log) answers HEAD with 405: Fastify serves HEAD from the GET handler and
+ * throws the body away, which would hold a stream (and its upstream connection) open with no reader.
+ */
+export function refuseHead(request: FastifyRequest): void {
+  if (request.method === 'HEAD') {
+    throw new HttpException({ message: 'HEAD is not served on a streaming route: send GET', allow: 'GET' }, 405);
+  }
 }
 
 export const OBJECT = kubernetesRef('KubernetesObject');
@@ -175,6 +185,7 @@ export class ResourcesController {
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
     if (query.watch === true) {
+      refuseHead(request);
       const refusal = await this.resources.watchResources(caller, target, query, {
         request,
         reply,
@@ -200,6 +211,7 @@ export class ResourcesController {
     @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
+    if (query.watch === true) refuseHead(request);
     const answer = await this.resources.objectEvents(caller, target, query, {
       request,
       reply,
@@ -257,7 +269,11 @@ export class ResourcesController {
     return sendAnswer(reply, await this.resources.replaceResource(caller, target, body, query));
   }
 
-  /** Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`. */
+  /**
+   * Patches an object: the patch kind from `patchType`, or else from a Kubernetes patch Content-Type
+   * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`);
+   * plain `application/json` is a strategic merge patch. A `patchType` that contradicts the Content-Type is a 400.
+   */
   @Authenticated()
   @Patch(':resource/:namespace/:name')
   @ResourceParams(true)
@@ -268,9 +284,10 @@ export class ResourcesController {
     @Target() target: ResourceTarget,
     @Body() body: unknown,
     @Query() query: PatchResourceQueryDto,
+    @Headers('content-type') contentType: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.patchResource(caller, target, body, query));
+    return sendAnswer(reply, await this.resources.patchResource(caller, target, body, query, contentType));
   }
 
   /**

@@ -1,9 +1,10 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module.js';
 import { ClustersModule } from '../clusters/clusters.module.js';
+import { StreamsModule } from '../streams/streams.module.js';
+import { WatchModule } from '../watch/watch.module.js';
 import { ApiResourcesController } from './api-resources.controller.js';
 import { ApiResourcesService } from './api-resources.service.js';
-import { WatchModule } from '../watch/watch.module.js';
 import { ResourceDiscovery } from './discovery.js';
 import { LogsController } from './logs.controller.js';
 import { PodLogsService } from './pod-logs.service.js';
@@ -11,18 +12,10 @@ import { ResourcesController } from './resources.controller.js';
 import { ResourcesService } from './resources.service.js';
 import { SubresourcesController } from './subresources.controller.js';
 import { SubresourcesService } from './subresources.service.js';
-import { UpstreamClient } from './upstream.js';
 
 @Module({
-  imports: [ClustersModule, AuthModule, WatchModule],
+  imports: [ClustersModule, AuthModule, WatchModule, StreamsModule],
   controllers: [ResourcesController, LogsController, ApiResourcesController, SubresourcesController],
-  providers: [
-    ResourcesService,
-    ResourceDiscovery,
-    UpstreamClient,
-    PodLogsService,
-    ApiResourcesService,
-    SubresourcesService,
-  ],
+  providers: [ResourcesService, ResourceDiscovery, PodLogsService, ApiResourcesService, SubresourcesService],
 })
 export class ResourcesModule {}

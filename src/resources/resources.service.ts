@@ -3,23 +3,19 @@ import {
   BadRequestException,
   ForbiddenException,
   GatewayTimeoutException,
-  Inject,
   Injectable,
   NotFoundException,
-  UnauthorizedException,
 } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ClusterResponse, SettledAnswer } from '../clusters/cluster-request.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Authorizer, type Verb } from '../access/authorizer.js';
-import { type Impersonation, impersonationFor } from '../access/impersonation.js';
 import { presentedSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
-import {
-  CLUSTER_CONNECTIONS,
-  type ClusterConnection,
-  type ClusterConnections,
-} from '../clusters/cluster-connection.js';
+import { clusterNameOf } from '../clusters/cluster-name.js';
+import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
+import type { ClusterAnswer, SettledAnswer } from '../clusters/gateway/answer.js';
+import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
+import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { ResourceDiscovery } from './discovery.js';
 import {
   type DeleteResourceQueryDto,
@@ -34,15 +30,16 @@ import { WatchService } from '../watch/watch.service.js';
 import type { WatchFormat } from '../watch/watch-stream.js';
 import {
   ALL_NAMESPACES,
+  apiVersionOf,
   deleteOptions,
   parseResourceId,
   patchContentType,
+  resourceIdOf,
   resourcePath,
   type ResourceType,
   validateName,
   validateNamespace,
 } from './resource-path.js';
-import { UpstreamClient } from './upstream.js';
 
 /** Where a resource call goes, as the route named it. */
 export interface ResourceTarget {
@@ -60,21 +57,18 @@ export interface StreamClient {
   format: WatchFormat;
 }
 
-/** The cluster's answer: read whole when small (most object answers, waited deletes), or streamed as it arrives. */
-export type ClusterAnswer = ClusterResponse | SettledAnswer;
+export type { ClusterAnswer };
 
 export interface Resolved {
-  conn: ClusterConnection;
+  /** The cluster as the caller: every request of this call goes with the caller's identity. */
+  cluster: ClusterClient;
   type: ResourceType;
   /** null: cluster-scoped, or all namespaces on list. */
   namespace: string | null;
   name: string | null;
   path: string;
-  /** Set when the cluster impersonates callers: every request of this call goes as the caller. */
-  impersonate: Impersonation | undefined;
 }
 
-const CLUSTER_NAME = /^[\x21-\x7e]{1,253}$/;
 /** The service's own top-level path names: a path under them that no route matched is simply unknown. */
 const OWN_PATHS = new Set(['admin', 'auth', 'metrics']);
 const DEFAULT_DELETE_WAIT_SECONDS = 60;
@@ -102,9 +96,9 @@ function objectBody(body: unknown): Record<string, any> {
 @Injectable()
 export class ResourcesService {
   constructor(
-    @Inject(CLUSTER_CONNECTIONS) private readonly clusters: ClusterConnections,
+    private readonly gateway: ClusterGateway,
+    private readonly review: ClusterAccessReview,
     private readonly discovery: ResourceDiscovery,
-    private readonly upstream: UpstreamClient,
     private readonly authorizer: Authorizer,
     private readonly watches: WatchService,
   ) {}
@@ -112,15 +106,9 @@ export class ResourcesService {
   async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
     const problems = watchQueryProblems(q);
     if (problems.length) throw new BadRequestException(problems);
-    const resolved = this.resolve(caller, target, 'list');
-    const r = resolved instanceof Promise ? await resolved : resolved;
+    const r = await this.resolve(caller, target, 'list');
     const { watch: _watch, ...passThrough } = q;
-    return this.upstream.sendListSettled(r.conn, {
-      impersonate: r.impersonate,
-      method: 'GET',
-      path: r.path,
-      query: query(passThrough),
-    });
+    return r.cluster.sendList({ method: 'GET', path: r.path, query: query(passThrough) });
   }
 
   /**
@@ -136,16 +124,19 @@ export class ResourcesService {
     const problems = watchQueryProblems(q);
     if (problems.length) throw new BadRequestException(problems);
     const r = await this.resolve(caller, target, 'watch');
+    const review = { verb: 'watch', group: r.type.group, resource: r.type.plural, namespace: r.namespace ?? undefined };
     return this.watches.open({
       caller,
-      secret: this.secretOf(client.request),
+      secret: secretOf(client.request),
       request: client.request,
       reply: client.reply,
       format: client.format,
-      source: { conn: r.conn, path: r.path, labelSelector: q.labelSelector, fieldSelector: q.fieldSelector },
+      source: this.sharedSource(r.cluster, r.path, q.labelSelector, q.fieldSelector),
+      asCaller: r.cluster,
+      clusterCheck: this.clusterCheck(r.cluster, [review]),
       apiVersion: apiVersionOf(r.type),
       kind: r.type.kind,
-      access: [{ verb: 'watch', cluster: r.conn.clusterName, resource: idOf(r.type), namespace: r.namespace }],
+      access: [{ verb: 'watch', cluster: r.cluster.name, resource: resourceIdOf(r.type), namespace: r.namespace }],
       resourceVersion: q.resourceVersion,
       bookmarks: q.allowWatchBookmarks === true,
       timeoutSeconds: q.timeoutSeconds,
@@ -168,37 +159,43 @@ export class ResourcesService {
       throw new BadRequestException(['allowWatchBookmarks and resourceVersion need watch=true']);
     }
     const r = await this.resolve(caller, target, 'get');
-    const clusterName = r.conn.clusterName;
-    const eventsAccess = { verb: 'list' as const, cluster: clusterName, resource: 'events', namespace: r.namespace };
+    const { cluster } = r;
+    const eventsAccess = { verb: 'list' as const, cluster: cluster.name, resource: 'events', namespace: r.namespace };
     this.authorizer.require(caller, eventsAccess);
     if (q.watch === true) {
       this.authorizer.require(caller, { ...eventsAccess, verb: 'watch' });
     }
 
-    const res = await this.upstream.send(r.conn, { method: 'GET', path: r.path });
-    const body = await this.upstream.readAll(r.conn, res);
+    const res = await cluster.send({ method: 'GET', path: r.path });
+    const body = await cluster.read(res);
     if (res.statusCode !== 200) {
-      return { statusCode: res.statusCode, contentType: contentTypeOf(res), body };
+      return { statusCode: res.statusCode, contentType: contentTypeOf(res.headers), body };
     }
-    const uid = JSON.parse(body.toString('utf8'))?.metadata?.uid as string | undefined;
+    const uid = cluster.parse(body, `GET ${r.path}`)?.metadata?.uid as string | undefined;
     if (typeof uid !== 'string' || !/^[A-Za-z0-9-]{1,64}$/.test(uid)) {
-      throw new BadGatewayException(`cluster '${clusterName}' returned ${idOf(r.type)} '${r.name}' without a uid`);
+      throw new BadGatewayException(`${cluster.target} returned ${resourceIdOf(r.type)} '${r.name}' without a uid`);
     }
-    const coreEvents = await this.discovery.resolve(r.conn, 'events', '');
+    const coreEvents = await this.discovery.resolve(cluster.conn, 'events', '');
     const corePath = resourcePath(coreEvents, r.namespace, null);
 
     if (q.watch === true) {
+      const namespace = r.namespace ?? undefined;
       return this.watches.open({
         caller,
-        secret: this.secretOf(client.request),
+        secret: secretOf(client.request),
         request: client.request,
         reply: client.reply,
         format: client.format,
-        source: { conn: r.conn, path: corePath, fieldSelector: `involvedObject.uid=${uid}` },
+        source: this.sharedSource(cluster, corePath, undefined, `involvedObject.uid=${uid}`),
+        asCaller: cluster,
+        clusterCheck: this.clusterCheck(cluster, [
+          { verb: 'get', group: r.type.group, resource: r.type.plural, namespace, name: r.name ?? undefined },
+          { verb: 'watch', group: '', resource: 'events', namespace },
+        ]),
         apiVersion: apiVersionOf(coreEvents),
         kind: coreEvents.kind,
         access: [
-          { verb: 'get', cluster: clusterName, resource: idOf(r.type), namespace: r.namespace },
+          { verb: 'get', cluster: cluster.name, resource: resourceIdOf(r.type), namespace: r.namespace },
           eventsAccess,
           { ...eventsAccess, verb: 'watch' },
         ],
@@ -208,14 +205,14 @@ export class ResourcesService {
       });
     }
 
-    const core = await this.eventList(r.conn, corePath, `involvedObject.uid=${uid}`);
+    const core = await this.eventList(cluster, corePath, `involvedObject.uid=${uid}`);
     if ('statusCode' in core) return core;
     const items = [...core.items];
     const seen = new Set(items.map((e) => e.metadata?.uid));
     // Served by every Kubernetes this service supports; a cluster without it simply has none to add.
-    const newer = await this.discovery.resolve(r.conn, 'events', 'events.k8s.io').catch(() => undefined);
+    const newer = await this.discovery.resolve(cluster.conn, 'events', 'events.k8s.io').catch(() => undefined);
     if (newer && this.authorizer.can(caller, { ...eventsAccess, resource: 'events.events.k8s.io' }).allowed) {
-      const list = await this.eventList(r.conn, resourcePath(newer, r.namespace, null), `regarding.uid=${uid}`);
+      const list = await this.eventList(cluster, resourcePath(newer, r.namespace, null), `regarding.uid=${uid}`);
       if ('statusCode' in list) return list;
       for (const event of list.items) {
         if (seen.has(event.metadata?.uid)) continue;
@@ -233,48 +230,48 @@ export class ResourcesService {
     return { statusCode: 200, contentType: 'application/json', body: json(answer) };
   }
 
+  /** A shared watch is read with the service's own identity: every subscriber is authorized on its own. */
+  private sharedSource(cluster: ClusterClient, path: string, labelSelector?: string, fieldSelector?: string) {
+    return { cluster: this.gateway.asService(cluster.conn), path, labelSelector, fieldSelector };
+  }
+
+  /** On an impersonating cluster, what the cluster says of the person for each question (asked again on every re-check). */
+  private clusterCheck(cluster: ClusterClient, questions: Parameters<ClusterAccessReview['check']>[1][]) {
+    if (!cluster.identity) return undefined;
+    return async (caller: Caller): Promise<string | null> => {
+      const asCaller = this.gateway.asCaller(cluster.conn, caller);
+      for (const question of questions) {
+        const refused = await this.review.check(asCaller, question);
+        if (refused) return refused;
+      }
+      return null;
+    };
+  }
+
   private async eventList(
-    conn: ClusterConnection,
+    cluster: ClusterClient,
     path: string,
     fieldSelector: string,
   ): Promise<{ resourceVersion: string; items: Array<Record<string, any>> } | SettledAnswer> {
-    const res = await this.upstream.send(conn, { method: 'GET', path, query: new URLSearchParams({ fieldSelector }) });
-    const body = await this.upstream.readAll(conn, res);
-    if (res.statusCode !== 200) return { statusCode: res.statusCode, contentType: contentTypeOf(res), body };
-    const list = JSON.parse(body.toString('utf8'));
+    const res = await cluster.send({ method: 'GET', path, query: new URLSearchParams({ fieldSelector }) });
+    const body = await cluster.read(res);
+    if (res.statusCode !== 200) return { statusCode: res.statusCode, contentType: contentTypeOf(res.headers), body };
+    const list = cluster.parse(body, `GET ${path}`);
     return {
       resourceVersion: list?.metadata?.resourceVersion ?? '',
       items: Array.isArray(list?.items) ? list.items : [],
     };
   }
 
-  private secretOf(request: FastifyRequest): string {
-    const secret = presentedSecret(request);
-    if (!secret) throw new UnauthorizedException('authentication required');
-    return secret;
-  }
-
   async getResource(caller: Caller, target: ResourceTarget, q: GetResourceQueryDto): Promise<ClusterAnswer> {
-    const resolved = this.resolve(caller, target, 'get');
-    const r = resolved instanceof Promise ? await resolved : resolved;
-    return this.upstream.sendSettled(r.conn, {
-      impersonate: r.impersonate,
-      method: 'GET',
-      path: r.path,
-      query: query(q),
-    });
+    const r = await this.resolve(caller, target, 'get');
+    return r.cluster.sendObject({ method: 'GET', path: r.path, query: query(q) });
   }
 
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
-    return this.upstream.sendSettled(r.conn, {
-      impersonate: r.impersonate,
-      method: 'POST',
-      path: r.path,
-      query: query(q),
-      body: json(object),
-    });
+    return r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) });
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -287,31 +284,31 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.upstream.sendSettled(r.conn, {
-      impersonate: r.impersonate,
-      method: 'PUT',
-      path: r.path,
-      query: query(q),
-      body: json(object),
-    });
+    return r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) });
   }
 
-  async patchResource(caller: Caller, target: ResourceTarget, body: unknown, q: PatchResourceQueryDto) {
-    const contentType = patchContentType(q.patchType);
+  /** `contentType`: the request's Content-Type, which names the patch kind when `patchType` does not. */
+  async patchResource(
+    caller: Caller,
+    target: ResourceTarget,
+    body: unknown,
+    q: PatchResourceQueryDto,
+    contentType: string | undefined,
+  ) {
+    const patchContent = patchContentType(q.patchType, contentType);
     const r = await this.resolve(caller, target, 'patch');
     if (body === undefined || body === null || typeof body !== 'object') {
       throw new BadRequestException([
-        'body must be the patch: a JSON object, or an array of operations with patchType=json',
+        'body must be the patch: a JSON object, or an array of operations for a JSON patch',
       ]);
     }
     const { patchType: _patchType, ...passThrough } = q;
-    return this.upstream.sendSettled(r.conn, {
-      impersonate: r.impersonate,
+    return r.cluster.sendObject({
       method: 'PATCH',
       path: r.path,
       query: query(passThrough),
       body: json(body),
-      contentType,
+      contentType: patchContent,
     });
   }
 
@@ -322,17 +319,12 @@ export class ResourcesService {
       cascade: q.cascade !== false,
       dryRun: q.dryRun === 'All',
     });
-    const res = await this.upstream.send(r.conn, {
-      impersonate: r.impersonate,
-      method: 'DELETE',
-      path: r.path,
-      body: json(options),
-    });
+    const res = await r.cluster.send({ method: 'DELETE', path: r.path, body: json(options) });
     if (q.wait === false || q.dryRun === 'All' || res.statusCode >= 300) return res;
 
-    const body = await this.upstream.readAll(r.conn, res);
-    const answer = { statusCode: 200, contentType: String(res.headers['content-type'] ?? 'application/json'), body };
-    const uid = this.upstream.parseJson(r.conn, body, 'the delete')?.metadata?.uid as string | undefined;
+    const body = await r.cluster.read(res);
+    const answer = { statusCode: 200, contentType: contentTypeOf(res.headers), body };
+    const uid = r.cluster.parse(body, 'the delete')?.metadata?.uid as string | undefined;
     if (!uid) return answer; // a Status: the object is already gone
     await this.waitUntilGone(r, uid, (q.timeoutSeconds ?? DEFAULT_DELETE_WAIT_SECONDS) * 1000);
     return answer;
@@ -342,14 +334,14 @@ export class ResourcesService {
   private async waitUntilGone(r: Resolved, uid: string, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (let pause = 100; ; pause = Math.min(pause * 2, 500)) {
-      const res = await this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path: r.path });
-      const body = await this.upstream.readAll(r.conn, res);
+      const res = await r.cluster.send({ method: 'GET', path: r.path });
+      const body = await r.cluster.read(res);
       if (res.statusCode === 404) return;
-      if (res.statusCode === 200 && this.upstream.parseJson(r.conn, body, 'a read')?.metadata?.uid !== uid) return; // replaced by a new one
+      if (res.statusCode === 200 && r.cluster.parse(body, 'a read')?.metadata?.uid !== uid) return; // replaced by a new one
       const left = deadline - Date.now();
       if (left <= 0) {
         throw new GatewayTimeoutException(
-          `${r.type.plural} '${r.name}' was not gone after ${Math.round(timeoutMs / 1000)} s; it stays marked for deletion on cluster '${r.conn.clusterName}'`,
+          `${r.type.plural} '${r.name}' was not gone after ${Math.round(timeoutMs / 1000)} s; it stays marked for deletion on ${r.cluster.target}`,
         );
       }
       await sleep(Math.min(pause, left));
@@ -358,46 +350,22 @@ export class ResourcesService {
 
   /**
    * Checks everything that can be checked before the cluster is asked: the caller's role, the
-   * header, the path segments; then resolves the cluster, the resource type and the scope. When the
-   * cluster's connection and its discovery are at hand (nearly always), without waiting for anything.
+   * header, the path segments; then finds the cluster (as the caller), the resource type and the scope.
    */
-  resolve(caller: Caller, target: ResourceTarget, verb: Verb): Resolved | Promise<Resolved> {
+  async resolve(caller: Caller, target: ResourceTarget, verb: Verb): Promise<Resolved> {
     if (OWN_PATHS.has(target.resource)) {
       throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
     }
-    const clusterName = target.cluster;
-    if (clusterName === undefined || clusterName === '') {
-      throw new BadRequestException(['x-cluster-name header is required: name the target cluster']);
-    }
-    if (typeof clusterName !== 'string' || !CLUSTER_NAME.test(clusterName)) {
-      throw new BadRequestException([
-        'x-cluster-name must be one cluster name: 1–253 printable characters without spaces',
-      ]);
-    }
+    const clusterName = clusterNameOf(target.cluster);
     const attempt = this.authorizer.mayAttempt(caller, verb, clusterName);
     if (!attempt.allowed) throw new ForbiddenException(attempt.reason);
     const { plural, group } = parseResourceId(target.resource);
     validateNamespace(target.namespace);
     if (target.name !== undefined) validateName(target.name);
 
-    const conn = this.clusters.forNameNow(clusterName);
-    const type = conn && this.discovery.resolveNow(conn, plural, group);
-    if (type) return this.scoped(caller, target, verb, conn, type);
-    return (async () => {
-      const waited = await this.clusters.forName(clusterName);
-      return this.scoped(caller, target, verb, waited, await this.discovery.resolve(waited, plural, group));
-    })();
-  }
-
-  /** The scope the type allows for the path's namespace, checked against the caller's access. */
-  private scoped(
-    caller: Caller,
-    target: ResourceTarget,
-    verb: Verb,
-    conn: ClusterConnection,
-    type: ResourceType,
-  ): Resolved {
-    const id = idOf(type);
+    const cluster = await this.gateway.clientFor(caller, clusterName);
+    const type = await this.discovery.resolve(cluster.conn, plural, group);
+    const id = resourceIdOf(type);
     const all = target.namespace === ALL_NAMESPACES;
     if (!type.namespaced && !all) {
       throw new BadRequestException([`${id} is cluster-scoped: use '${ALL_NAMESPACES}' in place of the namespace`]);
@@ -408,10 +376,9 @@ export class ResourcesService {
       ]);
     }
     const namespace = type.namespaced && !all ? target.namespace : null;
-    this.authorizer.require(caller, { verb, cluster: conn.clusterName, resource: id, namespace });
+    this.authorizer.require(caller, { verb, cluster: cluster.name, resource: id, namespace });
     const name = target.name ?? null;
-    const impersonate = conn.impersonate ? impersonationFor(caller) : undefined;
-    return { conn, type, namespace, name, path: resourcePath(type, namespace, name), impersonate };
+    return { cluster, type, namespace, name, path: resourcePath(type, namespace, name) };
   }
 
   /** Create and replace: the namespace comes from the path; apiVersion and kind default to the resource's. */
@@ -427,21 +394,17 @@ export class ResourcesService {
     } else if (metadata.namespace) {
       throw new BadRequestException([`${r.type.plural} is cluster-scoped: metadata.namespace must be empty`]);
     }
-    const apiVersion = r.type.group ? `${r.type.group}/${r.type.version}` : r.type.version;
-    return { apiVersion, kind: r.type.kind, ...object, metadata };
+    return { apiVersion: apiVersionOf(r.type), kind: r.type.kind, ...object, metadata };
   }
 }
 
-function idOf(type: ResourceType): string {
-  return type.group ? `${type.plural}.${type.group}` : type.plural;
+/** The credential the caller presented, kept by a stream to check it again while it runs. */
+function secretOf(request: FastifyRequest): string {
+  return presentedSecret(request) ?? '';
 }
 
-function apiVersionOf(type: ResourceType): string {
-  return type.group ? `${type.group}/${type.version}` : type.version;
-}
-
-function contentTypeOf(res: ClusterResponse): string {
-  return String(res.headers['content-type'] ?? 'application/json');
+function contentTypeOf(headers: Record<string, unknown>): string {
+  return String(headers['content-type'] ?? 'application/json');
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Param, Patch, Put, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, Param, Patch, Put, Query, Res, Headers } from '@nestjs/common';
 import { ApiBody, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
@@ -70,8 +70,12 @@ export class SubresourcesController {
     @Param('subresource') subresource: string,
     @Body() body: unknown,
     @Query() query: PatchResourceQueryDto,
+    @Headers('content-type') contentType: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.subresources.patchSubresource(caller, target, subresource, body, query));
+    return sendAnswer(
+      reply,
+      await this.subresources.patchSubresource(caller, target, subresource, body, query, contentType),
+    );
   }
 }

@@ -1,15 +1,13 @@
 import { BadRequestException, Injectable, NotFoundException } from '@nestjs/common';
-import type { ClusterResponse } from '../clusters/cluster-request.js';
+import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import type { Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
-import { patchContentType } from './resource-path.js';
+import { patchContentType, resourceIdOf } from './resource-path.js';
 import { type Resolved, type ResourceTarget, ResourcesService } from './resources.service.js';
-import { UpstreamClient } from './upstream.js';
 
 /** The subresources served here; `log` of pods has a route of its own. */
 export const SUBRESOURCES = ['scale', 'status'] as const;
-export type Subresource = (typeof SUBRESOURCES)[number];
 
 function query(values: object): URLSearchParams {
   const params = new URLSearchParams();
@@ -26,14 +24,11 @@ const json = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8');
  */
 @Injectable()
 export class SubresourcesService {
-  constructor(
-    private readonly resources: ResourcesService,
-    private readonly upstream: UpstreamClient,
-  ) {}
+  constructor(private readonly resources: ResourcesService) {}
 
   async getSubresource(caller: Caller, target: ResourceTarget, sub: string, q: GetResourceQueryDto) {
     const { r, path } = await this.resolve(caller, target, sub, 'get');
-    return this.upstream.send(r.conn, { impersonate: r.impersonate, method: 'GET', path, query: query(q) });
+    return r.cluster.send({ method: 'GET', path, query: query(q) });
   }
 
   async replaceSubresource(
@@ -61,8 +56,7 @@ export class SubresourcesService {
       }
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.upstream.send(r.conn, {
-      impersonate: r.impersonate,
+    return r.cluster.send({
       method: 'PUT',
       path,
       query: query(q),
@@ -70,17 +64,23 @@ export class SubresourcesService {
     });
   }
 
-  async patchSubresource(caller: Caller, target: ResourceTarget, sub: string, body: unknown, q: PatchResourceQueryDto) {
-    const contentType = patchContentType(q.patchType);
+  async patchSubresource(
+    caller: Caller,
+    target: ResourceTarget,
+    sub: string,
+    body: unknown,
+    q: PatchResourceQueryDto,
+    requestContentType: string | undefined,
+  ) {
+    const contentType = patchContentType(q.patchType, requestContentType);
     const { r, path } = await this.resolve(caller, target, sub, 'patch');
     if (body === undefined || body === null || typeof body !== 'object') {
       throw new BadRequestException([
-        'body must be the patch: a JSON object, or an array of operations with patchType=json',
+        'body must be the patch: a JSON object, or an array of operations for a JSON patch',
       ]);
     }
     const { patchType: _patchType, ...passThrough } = q;
-    return this.upstream.send(r.conn, {
-      impersonate: r.impersonate,
+    return r.cluster.send({
       method: 'PATCH',
       path,
       query: query(passThrough),
@@ -102,8 +102,7 @@ export class SubresourcesService {
     }
     const r = await this.resources.resolve(caller, target, verb);
     if (!(r.type.subresources ?? []).includes(sub)) {
-      const id = r.type.group ? `${r.type.plural}.${r.type.group}` : r.type.plural;
-      throw new NotFoundException(`${id} has no ${sub} subresource on cluster '${r.conn.clusterName}'`);
+      throw new NotFoundException(`${resourceIdOf(r.type)} has no ${sub} subresource on ${r.cluster.target}`);
     }
     return { r, path: `${r.path}/${sub}` };
   }

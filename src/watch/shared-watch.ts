@@ -1,6 +1,6 @@
-import { HttpException, Logger } from '@nestjs/common';
-import type { ClusterConnection } from '../clusters/cluster-connection.js';
-import { classifyFailure, requestCluster, type ClusterResponse } from '../clusters/cluster-request.js';
+import { Logger } from '@nestjs/common';
+import type { ClusterResponse } from '../clusters/gateway/answer.js';
+import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import {
   expiredStatus,
   LineSplitter,
@@ -17,9 +17,14 @@ export interface WatchRefusal {
   body: Buffer;
 }
 
-/** One upstream watch: the collection path (built by resources/ from discovery data) and its selectors. */
+/**
+ * One upstream watch: the collection path (built by resources/ from discovery data) and its selectors,
+ * read with the service's own identity (`ClusterGateway.asService`) because every subscriber shares it;
+ * each subscriber is authorized on its own (the service's rules, and on an impersonating cluster the
+ * cluster's answer for the person).
+ */
 export interface WatchSource {
-  conn: ClusterConnection;
+  cluster: ClusterClient;
   path: string;
   labelSelector?: string;
   fieldSelector?: string;
@@ -36,12 +41,15 @@ export interface WatchSubscriber {
   close(final?: WatchEvent): void;
 }
 
+/** Bytes of recent events every shared watch of the process keeps together, and the bound on them. */
+export interface WindowBudget {
+  used: number;
+  readonly limit: number;
+}
+
 export interface SharedWatchOptions {
-  userAgent: string;
-  /** How long the cluster may take to start answering. */
-  requestTimeoutMs: number;
   windowEvents: number;
-  windowBytes: number;
+  budget: WindowBudget;
   lingerMs: number;
   /** The cluster ends each upstream watch after this long (plus up to a quarter more); it is then resumed at once. */
   upstreamTimeoutSeconds: number;
@@ -102,6 +110,10 @@ export class SharedWatch {
     return this.endedFlag;
   }
 
+  get clusterId(): number {
+    return this.source.cluster.conn.clusterId;
+  }
+
   get subscriberCount(): number {
     return this.subscribers.size;
   }
@@ -143,6 +155,9 @@ export class SharedWatch {
     clearTimeout(this.lingerTimer);
     clearTimeout(this.retryTimer);
     this.res?.destroy();
+    this.options.budget.used -= this.windowBytes;
+    this.windowBytes = 0;
+    this.window.length = 0;
     const subscribers = [...this.subscribers];
     this.subscribers.clear();
     for (const sub of subscribers) sub.close(final);
@@ -175,12 +190,10 @@ export class SharedWatch {
     });
     if (this.source.labelSelector) query.set('labelSelector', this.source.labelSelector);
     if (this.source.fieldSelector) query.set('fieldSelector', this.source.fieldSelector);
-    const res = await requestCluster(this.source.conn, {
+    const res = await this.source.cluster.send({
       method: 'GET',
       path: this.source.path,
       query,
-      userAgent: this.options.userAgent,
-      timeoutMs: this.options.requestTimeoutMs,
       // The cluster ends the watch itself after timeoutSeconds (and sends bookmarks meanwhile):
       // silence well beyond that means the connection is dead.
       bodyTimeoutMs: (timeoutSeconds + 60) * 1000,
@@ -228,14 +241,19 @@ export class SharedWatch {
     }
     this.last = event.resourceVersion;
     if (event.type !== 'BOOKMARK') {
+      const { budget } = this.options;
       this.window.push(event);
       this.windowBytes += event.size;
+      budget.used += event.size;
+      // Past the process's budget every watch gives up its oldest events: late subscribers from before
+      // them get 410 and list again, as from the apiserver's own watch cache.
       while (
         this.window.length > this.options.windowEvents ||
-        (this.windowBytes > this.options.windowBytes && this.window.length > 1)
+        (budget.used > budget.limit && this.window.length > 0)
       ) {
         const evicted = this.window.shift()!;
         this.windowBytes -= evicted.size;
+        budget.used -= evicted.size;
         this.floor = revision(evicted.resourceVersion);
       }
     }
@@ -271,7 +289,7 @@ export class SharedWatch {
   }
 
   private describe(): string {
-    return `${this.source.conn.clusterName}:${this.source.path}`;
+    return `${this.source.cluster.name}:${this.source.path}`;
   }
 }
 
@@ -307,8 +325,7 @@ export function parseStatus(refusal: WatchRefusal): Record<string, unknown> {
 }
 
 function describeError(error: unknown): string {
-  if (error instanceof HttpException) return error.message;
-  return `${classifyFailure(error)}: ${(error as Error)?.message}`;
+  return (error as Error)?.message ?? String(error);
 }
 
 export type { WatchEventType };

@@ -3,6 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import type { AccessRequest } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
+import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
+import type { OwnedStream, StreamOwner } from '../streams/stream-owner.js';
 import type { SharedWatch, WatchSource, WatchSubscriber } from './shared-watch.js';
 import { statusObject, WatchEvent } from './watch-events.js';
 
@@ -21,6 +23,10 @@ export interface WatchRequest {
   request: FastifyRequest;
   reply: FastifyReply;
   source: WatchSource;
+  /** The cluster as the caller (impersonated on an impersonating cluster): the initial list is read with it. */
+  asCaller: ClusterClient;
+  /** On an impersonating cluster: the cluster's own answer for the person, asked at the start and on every re-check. */
+  clusterCheck?: (caller: Caller) => Promise<string | null>;
   /** Filled into the objects of initial ADDED events where the cluster's list leaves them out. */
   apiVersion: string;
   kind: string;
@@ -42,22 +48,22 @@ const CONTENT_TYPES: Record<WatchFormat, string> = {
 const HEARTBEAT = Buffer.from(': heartbeat\n\n');
 const HIGH_WATER_MARK = 64 * 1024;
 
-/** What a stream reports to its owner registry. */
-export interface StreamOwner {
-  release(stream: WatchStream): void;
-}
-
 /**
  * One client's watch stream, from the first byte to the last: it receives events from a shared
  * watch, writes them in the client's format with backpressure, cuts the client off when it falls
  * more than `bufferBytes` behind (the others are never slowed), ends after the client's
  * `timeoutSeconds`, and is closed by its registry when the caller loses access or on shutdown.
  */
-export class WatchStream implements WatchSubscriber {
+export class WatchStream implements WatchSubscriber, OwnedStream {
   private static readonly logger = new Logger(WatchStream.name);
+  readonly kind = 'watch';
   cursor: bigint | null = null;
   readonly bookmarks: boolean;
   readonly callerKey: string;
+  readonly caller: Caller;
+  readonly secret: string;
+  readonly access: readonly AccessRequest[];
+  readonly clusterCheck?: (caller: Caller) => Promise<string | null>;
   private readonly body: Readable;
   private begun = false;
   private closedFlag = false;
@@ -72,12 +78,20 @@ export class WatchStream implements WatchSubscriber {
   ) {
     this.bookmarks = req.bookmarks;
     this.callerKey = `${req.caller.kind}:${req.caller.id}`;
+    this.caller = req.caller;
+    this.secret = req.secret;
+    this.access = req.access;
+    this.clusterCheck = req.clusterCheck;
     this.body = new Readable({
       highWaterMark: HIGH_WATER_MARK,
       read: () => {
         if (this.body.readableLength < HIGH_WATER_MARK) for (const wake of this.waiters.splice(0)) wake();
       },
     });
+  }
+
+  get cluster() {
+    return this.req.source.cluster.conn;
   }
 
   get closed(): boolean {
@@ -129,9 +143,17 @@ export class WatchStream implements WatchSubscriber {
     this.write(this.isSse ? event.sse() : event.line);
   }
 
-  /** One of the current objects a stream without a resourceVersion starts with (SSE: without an id). */
+  /**
+   * One of the current objects a stream without a resourceVersion starts with (SSE: without an id). The
+   * list is paced by the client (the caller waits for `drained()`), so it is never cut off as slow.
+   */
   deliverInitial(event: WatchEvent): void {
-    this.write(this.isSse ? event.sse(false) : event.line);
+    if (!this.closedFlag) this.body.push(this.isSse ? event.sse(false) : event.line);
+  }
+
+  /** Whether the client has a full buffer to read before more is queued. */
+  get backlogged(): boolean {
+    return this.body.readableLength >= HIGH_WATER_MARK;
   }
 
   /** SSE: after the initial objects, the position a reconnection (`Last-Event-ID`) resumes from. */
@@ -161,6 +183,10 @@ export class WatchStream implements WatchSubscriber {
   /** Ends the stream with an ERROR event carrying a Status built here (401 or 403 on a failed re-check). */
   refuse(code: number, reason: string, message: string): void {
     this.close(WatchEvent.of('ERROR', statusObject(code, reason, message)));
+  }
+
+  end(code: number, reason: string, message: string): void {
+    this.refuse(code, reason, message);
   }
 
   /** Drops a stream that was never started (the cluster refused, or the stream could not begin). */

@@ -1,15 +1,16 @@
 import { BadRequestException, HttpException, Inject, Injectable, Logger } from '@nestjs/common';
-import { readBounded } from '../common/read-bounded.js';
-import { requestCluster, type ClusterResponse } from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { StreamOwner } from '../streams/stream-owner.js';
 import { parseStatus, type WatchRefusal } from './shared-watch.js';
-import { StreamRegistry } from './stream-registry.js';
 import { WatchEvent } from './watch-events.js';
-import { clusterUnreachable, WATCH_USER_AGENT, WatchHub } from './watch-hub.js';
+import { WatchHub } from './watch-hub.js';
 import { type WatchRequest, WatchStream } from './watch-stream.js';
 
-/** Objects per page of the initial list (a stream without a resourceVersion starts with every current object). */
-const PAGE_SIZE = 250;
+/**
+ * Objects per page of the initial list (a stream without a resourceVersion starts with every current
+ * object): small, so that what one stream holds at a time stays small, however large the collection.
+ */
+const PAGE_SIZE = 100;
 const PAGE_BYTES_LIMIT = 32 * 1024 * 1024;
 const LAST_EVENT_ID = /^[0-9A-Za-z._:-]{1,64}$/;
 
@@ -19,7 +20,7 @@ interface ListPage {
   items: Array<Record<string, any>>;
 }
 
-/** Opens client watch streams: limits, the initial list when asked for, and joining the shared watch. */
+/** Opens client watch streams: admission, the initial list when asked for, and joining the shared watch. */
 @Injectable()
 export class WatchService {
   private readonly logger = new Logger(WatchService.name);
@@ -27,7 +28,7 @@ export class WatchService {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly hub: WatchHub,
-    private readonly registry: StreamRegistry,
+    private readonly owner: StreamOwner,
   ) {}
 
   /**
@@ -44,10 +45,19 @@ export class WatchService {
         req = { ...req, resourceVersion: lastEventId };
       }
     }
-    this.registry.admit(req.caller);
-    const stream = new WatchStream(req, this.registry, this.config.watch.subscriberBufferBytes);
-    this.registry.add(stream);
+    const ticket = this.owner.admit(req.caller, 'watch');
+    if (this.hub.budget.used > this.hub.budget.limit) {
+      ticket.release();
+      throw new HttpException(
+        { message: 'the watches of this replica hold as many events as they may; try again later', retryAfter: 5 },
+        429,
+      );
+    }
+    const stream = new WatchStream(req, this.owner, this.config.watch.subscriberBufferBytes);
+    this.owner.own(stream, ticket);
     try {
+      const refused = await req.clusterCheck?.(req.caller);
+      if (refused) throw new HttpException(refused, 403);
       const fromList = req.resourceVersion === undefined || req.resourceVersion === '0';
       return fromList ? await this.openWithList(stream) : await this.openFrom(stream, req.resourceVersion!);
     } catch (error) {
@@ -83,7 +93,10 @@ export class WatchService {
     return null;
   }
 
-  /** Every current object as an ADDED event (page by page, at the client's pace), then the changes since. */
+  /**
+   * Every current object as an ADDED event, read as the caller page by page at the client's pace (no
+   * page is read before the client has taken the one before), then the changes since.
+   */
   private async openWithList(stream: WatchStream): Promise<WatchRefusal | null> {
     const { req } = stream;
     let page = await this.listPage(req, undefined);
@@ -95,6 +108,8 @@ export class WatchService {
     stream.begin();
     for (;;) {
       for (const item of page.items) {
+        if (stream.backlogged) await stream.drained();
+        if (stream.closed) return null;
         stream.deliverInitial(
           WatchEvent.of('ADDED', {
             // the order the cluster writes them in: kind and apiVersion first
@@ -116,13 +131,7 @@ export class WatchService {
     }
     if (stream.closed) return null;
     stream.position(resourceVersion);
-    let joined;
-    try {
-      joined = await this.hub.subscribe(req.source, resourceVersion, stream);
-    } catch (error) {
-      stream.refuse(502, 'ServiceUnavailable', (error as Error).message);
-      return null;
-    }
+    const joined = await this.hub.subscribe(req.source, resourceVersion, stream);
     if ('refusal' in joined) stream.close(WatchEvent.of('ERROR', parseStatus(joined.refusal)));
     else stream.joined(joined.watch);
     return null;
@@ -133,47 +142,19 @@ export class WatchService {
     if (req.source.labelSelector) query.set('labelSelector', req.source.labelSelector);
     if (req.source.fieldSelector) query.set('fieldSelector', req.source.fieldSelector);
     if (token) query.set('continue', token);
-    let res: ClusterResponse;
-    try {
-      res = await requestCluster(req.source.conn, {
-        method: 'GET',
-        path: req.source.path,
-        query,
-        userAgent: WATCH_USER_AGENT,
-        timeoutMs: this.config.clusterRequestTimeoutSeconds * 1000,
-      });
-    } catch (error) {
-      throw clusterUnreachable(req.source.conn.clusterName, this.config.clusterRequestTimeoutSeconds, error);
-    }
-    const body = await readLimited(res, PAGE_BYTES_LIMIT);
-    if (res.statusCode !== 200) {
-      return {
-        refusal: {
-          statusCode: res.statusCode,
-          contentType: String(res.headers['content-type'] ?? 'application/json'),
-          body,
-        },
-      };
-    }
-    const list = JSON.parse(body.toString('utf8')) as {
+    const cluster = req.asCaller;
+    const res = await cluster.send({ method: 'GET', path: req.source.path, query });
+    const body = await cluster.read(res, PAGE_BYTES_LIMIT);
+    const contentType = String(res.headers['content-type'] ?? 'application/json');
+    if (res.statusCode !== 200) return { refusal: { statusCode: res.statusCode, contentType, body } };
+    const list = cluster.parse(body, 'a page of the list') as {
       metadata?: { resourceVersion?: string; continue?: string };
       items?: Array<Record<string, any>>;
     };
     return {
-      resourceVersion: list.metadata?.resourceVersion ?? '',
-      continue: list.metadata?.continue || undefined,
-      items: list.items ?? [],
+      resourceVersion: list?.metadata?.resourceVersion ?? '',
+      continue: list?.metadata?.continue || undefined,
+      items: Array.isArray(list?.items) ? list.items : [],
     };
   }
-}
-
-function readLimited(res: ClusterResponse, limit: number): Promise<Buffer> {
-  return readBounded(
-    res,
-    limit,
-    (l) =>
-      new BadRequestException([
-        `a page of the initial list is larger than ${l} bytes: pass a resourceVersion to watch from (list first)`,
-      ]),
-  );
 }

@@ -4,7 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { MetricsListener } from '../../src/metrics/service-endpoint.js';
+import { MetricsListener } from '../../src/observability/service-endpoint.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { kubeconfigFor } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
@@ -448,7 +448,7 @@ describe("metrics through each cluster's Prometheus (real Prometheus, real contr
       'metricsStatus unreachable, connection refused',
       async () => {
         const row = await clusterRow('prom-a');
-        return row.metricsStatus === 'unreachable' && /ECONNREFUSED/.test(row.metricsError) ? row : undefined;
+        return row.metricsStatus === 'unreachable' && /connection refused/.test(row.metricsError) ? row : undefined;
       },
       10_000,
     );

@@ -6,7 +6,7 @@ import type { TestApp } from '../support/app.js';
 import { closedPort } from '../support/kubeconfigs.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { request } from '../support/http.js';
-import { SMALL_ANSWER_BYTES } from '../../src/resources/upstream.js';
+import { SMALL_ANSWER_BYTES } from '../../src/clusters/gateway/cluster-client.js';
 import { kubeGetRaw } from '../support/kube.js';
 import { startClusterApp } from '../support/cluster-app.js';
 

@@ -7,8 +7,8 @@ import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
 import { serviceAccountToken } from '../support/kube.js';
 import { request } from '../support/http.js';
-import { CLUSTER_CONNECTIONS, type ClusterConnections } from '../../src/clusters/cluster-connection.js';
-import { StreamRegistry } from '../../src/watch/stream-registry.js';
+import { ClusterClientFactory } from '../../src/clusters/cluster-client.factory.js';
+import { StreamOwner } from '../../src/streams/stream-owner.js';
 import { WatchHub } from '../../src/watch/watch-hub.js';
 import { openWatch, type WatchClient } from './watch-client.js';
 
@@ -128,7 +128,7 @@ describe('one upstream watch shared by many subscribers', () => {
   test('a subscriber that reads nothing is cut off; the others get every event without waiting for it', async () => {
     const rv = await listVersion('case=slow');
     const path = `/api/v1/configmaps/${ns}?watch=true&resourceVersion=${rv}&labelSelector=case%3Dslow`;
-    const registry = t.app.get(StreamRegistry);
+    const registry = t.app.get(StreamOwner);
     const before = registry.size;
     const stalled = await openWatch(base, path, { token, paused: true });
     const readers = await Promise.all(Array.from({ length: 20 }, () => openWatch(base, path, { token })));
@@ -226,7 +226,7 @@ describe('one upstream watch shared by many subscribers', () => {
     await create('broken-1');
     await client.until((e) => e.length >= 1);
     // Cut every connection the service holds to the cluster (the shared watch's among them).
-    const conn = await t.app.get<ClusterConnections>(CLUSTER_CONNECTIONS).forName('alpha');
+    const conn = await t.app.get(ClusterClientFactory).forName('alpha');
     let cut = 0;
     const apiserverPort = Number(conn.server.port);
     for (const handle of (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles()) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CLUSTER_CONNECTIONS, type ClusterConnections } from '../../src/clusters/cluster-connection.js';
+import { ClusterClientFactory } from '../../src/clusters/cluster-client.factory.js';
 import { startTestApp, onPostgres, type TestApp } from '../support/app.js';
 import { signedIn } from '../support/factories.js';
 import { client } from '../support/http.js';
@@ -305,7 +305,7 @@ describe('cluster registry', () => {
     assert.deepEqual([...names].sort(), [...enabled].sort());
     assert.equal(available.body.filter((x: { isDefault: boolean }) => x.isDefault).length, 1);
 
-    const connections = t.app.get<ClusterConnections>(CLUSTER_CONNECTIONS);
+    const connections = t.app.get(ClusterClientFactory);
     await assert.rejects(connections.forName('switchable'), {
       status: 409,
       message: "cluster 'switchable' is disabled",

@@ -10,7 +10,8 @@ import {
   refusedServer,
 } from '../../src/clusters/address-policy.js';
 import type { ClusterConnection } from '../../src/clusters/cluster-connection.js';
-import { describeFailure, requestCluster } from '../../src/clusters/cluster-request.js';
+import { ClusterClient } from '../../src/clusters/gateway/cluster-client.js';
+import { describeFailure } from '../../src/clusters/gateway/failures.js';
 
 const strict = { allowLinkLocal: false };
 
@@ -94,15 +95,16 @@ describe('address policy', () => {
       clusterName: 'meta',
       generation: 1,
       server,
+      pathPrefix: '',
       dispatcher,
       refusedAddress: refusedServer(server, { allowLinkLocal: false }) ?? undefined,
       authHeaders: () => ({}),
       impersonate: false,
     };
-    await assert.rejects(
-      requestCluster(conn, { method: 'GET', path: '/version', userAgent: 'test', timeoutMs: 1000 }),
-      AddressNotAllowedError,
-    );
+    await assert.rejects(new ClusterClient(conn, undefined, 1000).send({ method: 'GET', path: '/version' }), {
+      status: 502,
+      message: "cluster 'meta' could not be reached: refused: the server is at a link-local or cloud metadata address",
+    });
     assert.equal(connections, 0);
   });
 });

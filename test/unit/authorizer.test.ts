@@ -4,7 +4,7 @@ import { Authorizer, type Verb } from '../../src/access/authorizer.js';
 import { impersonationFor } from '../../src/access/impersonation.js';
 import type { AccessRule } from '../../src/access/rules.js';
 import type { Caller } from '../../src/auth/caller.js';
-import { impersonationHeaders } from '../../src/clusters/cluster-request.js';
+import { impersonationHeaders } from '../../src/access/impersonation.js';
 import { BUILT_IN_RULES } from '../../src/database/migrations/common/1795351998878-RoleRulesKeyOwners.data.js';
 
 const authorizer = new Authorizer();

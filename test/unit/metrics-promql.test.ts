@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { isLinkLocal } from '../../src/metrics/prometheus-client.js';
-import { metricsUrlProblem } from '../../src/metrics/metrics-url.js';
+import { isLinkLocal } from '../../src/clusters/gateway/metrics-endpoint.js';
+import { metricsUrlProblem } from '../../src/clusters/metrics-url.js';
 import {
   checkRange,
   MAX_POINTS,

@@ -6,7 +6,7 @@ import {
   LATENCY_BUCKETS,
   recordClusterRequest,
   recordHttpRequest,
-} from '../../src/metrics/service-metrics.js';
+} from '../../src/observability/service-metrics.js';
 
 /** The sample lines (not HELP or TYPE) of the metrics whose names start with one of these. */
 function samples(text: string, prefixes: string[]): string[] {

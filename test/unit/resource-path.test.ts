@@ -103,11 +103,25 @@ describe('resource paths', () => {
   });
 
   test('patch types map to content types; anything else is a 400', () => {
-    assert.equal(patchContentType(undefined), 'application/strategic-merge-patch+json');
-    assert.equal(patchContentType('merge'), 'application/merge-patch+json');
-    assert.equal(patchContentType('json'), 'application/json-patch+json');
-    assert.throws(() => patchContentType('apply'), refusedWith(/patchType/));
-    assert.throws(() => patchContentType(''), refusedWith(/patchType/));
+    assert.equal(patchContentType(undefined, undefined), 'application/strategic-merge-patch+json');
+    assert.equal(patchContentType(undefined, 'application/json'), 'application/strategic-merge-patch+json');
+    assert.equal(patchContentType('merge', 'application/json'), 'application/merge-patch+json');
+    assert.equal(patchContentType('json', undefined), 'application/json-patch+json');
+    assert.equal(patchContentType('strategic', undefined), 'application/strategic-merge-patch+json');
+    assert.throws(() => patchContentType('apply', undefined), refusedWith(/patchType/));
+    assert.throws(() => patchContentType('', undefined), refusedWith(/patchType/));
+  });
+
+  test('without patchType, a Kubernetes patch Content-Type names the patch kind; a contradicting pair is a 400', () => {
+    assert.equal(patchContentType(undefined, 'application/json-patch+json'), 'application/json-patch+json');
+    assert.equal(patchContentType(undefined, 'Application/Merge-Patch+JSON; charset=utf-8'), 'application/merge-patch+json');
+    assert.equal(
+      patchContentType(undefined, 'application/strategic-merge-patch+json'),
+      'application/strategic-merge-patch+json',
+    );
+    assert.equal(patchContentType('json', 'application/json-patch+json'), 'application/json-patch+json');
+    assert.throws(() => patchContentType('merge', 'application/json-patch+json'), refusedWith(/contradicts/));
+    assert.throws(() => patchContentType('strategic', 'application/merge-patch+json'), refusedWith(/contradicts/));
   });
 
   test('delete options', () => {

@@ -78,6 +78,9 @@ describe('watch query and configuration', () => {
     assert.deepEqual(watch, {
       maxStreams: 2000,
       maxStreamsPerCaller: 50,
+      memoryBytes: 16 * 1024 * 1024,
+      maxLogStreams: 1000,
+      maxLogStreamsPerUser: 20,
       subscriberBufferBytes: 4 * 1024 * 1024,
       windowEvents: 1000,
       lingerMs: 5000,

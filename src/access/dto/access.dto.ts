@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
-import { CLUSTER_NAME_PATTERN } from '../../clusters/kubeconfig.js';
+import { CLUSTER_NAME_PATTERN } from '../../clusters/cluster-name.js';
 import { VERBS, type Verb } from '../rules.js';
 
 const ALL = '_all';

@@ -1,3 +1,4 @@
+import { CLUSTER_NAME_PATTERN } from '../../clusters/cluster-name.js';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsISO8601, IsOptional, IsString, Length, Matches } from 'class-validator';
 import { ValidatePage, ValidatePageSize } from '../../common/validation.js';
@@ -32,7 +33,7 @@ export class ListAuditEventsQueryDto {
   @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
   @IsOptional()
   @IsString()
-  @Matches(/^[\x21-\x7e]{1,253}$/, { message: 'cluster must be a cluster name: 1–253 printable characters' })
+  @Matches(CLUSTER_NAME_PATTERN, { message: 'cluster must be a cluster name: 1–253 printable characters' })
   cluster?: string;
 
   /** Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset). */

@@ -2,8 +2,8 @@ import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
 import { ValidateHttpUrlOrEmpty } from '../../common/validation.js';
-import { IsMetricsUrl } from '../../metrics/metrics-url.js';
-import { CLUSTER_NAME_PATTERN } from '../kubeconfig.js';
+import { IsMetricsUrl } from '../metrics-url.js';
+import { CLUSTER_NAME_PATTERN } from '../cluster-name.js';
 
 /** Kubeconfigs are small; this bounds the work of parsing one (the admin body limit is 1 MiB). */
 export const MAX_CONFIG_LENGTH = 512 * 1024;

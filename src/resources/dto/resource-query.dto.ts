@@ -140,11 +140,17 @@ export class WriteResourceQueryDto {
 }
 
 export class PatchResourceQueryDto extends WriteResourceQueryDto {
-  /** Absent: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902). */
-  @ApiPropertyOptional({ enum: ['merge', 'json'] })
+  /**
+   * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
+   * Absent: the request's Content-Type decides (`application/merge-patch+json`, `application/json-patch+json`,
+   * `application/strategic-merge-patch+json`; plain `application/json` is a strategic merge patch).
+   */
+  @ApiPropertyOptional({ enum: ['strategic', 'merge', 'json'] })
   @IsOptional()
-  @IsIn(['merge', 'json'], { message: "patchType must be 'merge' or 'json' (or absent for a strategic merge patch)" })
-  patchType?: 'merge' | 'json';
+  @IsIn(['strategic', 'merge', 'json'], {
+    message: "patchType must be 'strategic', 'merge' or 'json' (or absent: the Content-Type decides)",
+  })
+  patchType?: 'strategic' | 'merge' | 'json';
 }
 
 export class DeleteResourceQueryDto {

@@ -13,7 +13,7 @@ import {
   type ValidationArguments,
 } from 'class-validator';
 import { ANY, VERBS } from '../../access/rules.js';
-import { CLUSTER_NAME_PATTERN } from '../../clusters/kubeconfig.js';
+import { CLUSTER_NAME_PATTERN } from '../../clusters/cluster-name.js';
 import { ROLE_NAME_PATTERN } from '../role.entity.js';
 
 export const MAX_RULES = 50;

@@ -1,13 +1,11 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyInstance } from 'fastify';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errorBody } from '../common/filters/http-exception.filter.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
-import { buildOpenApiDocument } from '../openapi.js';
-import { exposition, NO_ROUTE, recordHttpRequest } from './service-metrics.js';
+import { exposition } from './service-metrics.js';
 
 export const METRICS_PATH = '/metrics';
 
@@ -19,51 +17,8 @@ export function carriesToken(header: string | undefined, token: string): boolean
   return match !== null && timingSafeEqual(digest(match[1]), digest(token));
 }
 
-/** `METHOD /path/:param` → operationId, from the same document the service serves (so labels match the API). */
-function operationsOf(app: NestFastifyApplication): Map<string, string> {
-  const operations = new Map<string, string>();
-  const document = buildOpenApiDocument(app);
-  for (const [path, item] of Object.entries(document.paths)) {
-    for (const [method, operation] of Object.entries(item as Record<string, { operationId?: string }>)) {
-      if (operation?.operationId) operations.set(`${method.toUpperCase()} ${routeKey(path)}`, operation.operationId);
-    }
-  }
-  return operations;
-}
-
-/** `/a/{x}/` and `/a/:x` → `/a/{}`. */
-function routeKey(path: string): string {
-  return path.replace(/\{[^}]+\}|:[A-Za-z0-9_]+/g, '{}').replace(/\/+$/, '') || '/';
-}
-
-/**
- * Counts every answered request by operationId, method and status (with its latency), and serves
- * `GET /metrics` on the main port when CAS_METRICS_TOKEN is set, to callers bearing that token only.
- */
-export function attachServiceMetrics(app: NestFastifyApplication, fastify: FastifyInstance, config: AppConfig): void {
-  let operations: Map<string, string> | undefined;
-  // Method and route pattern → operationId: the router has a fixed set of routes, so this stays small.
-  const byRoute = new Map<string, string>();
-  fastify.addHook('onResponse', (request, reply, done) => {
-    const url = request.routeOptions?.url;
-    let operation = NO_ROUTE;
-    if (url === METRICS_PATH) operation = 'getServiceMetrics';
-    else if (url !== undefined) {
-      const route = `${request.method} ${url}`;
-      let found = byRoute.get(route);
-      if (found === undefined) {
-        operations ??= operationsOf(app);
-        found = operations.get(`${request.method} ${routeKey(url)}`) ?? 'other';
-        byRoute.set(route, found);
-      }
-      operation = found;
-    }
-    recordHttpRequest(operation, request.method, reply.statusCode, reply.elapsedTime / 1000);
-    done();
-  });
-
-  const token = config.metrics.token;
-  if (token === undefined) return;
+/** `GET /metrics` on the main port (when CAS_METRICS_TOKEN is set), to bearers of that token only. */
+export function serveMetricsRoute(fastify: FastifyInstance, token: string): void {
   fastify.get(METRICS_PATH, async (request, reply) => {
     if (!carriesToken(request.headers.authorization, token)) {
       return reply

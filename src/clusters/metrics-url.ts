@@ -1,5 +1,5 @@
 import { ValidateBy } from 'class-validator';
-import { isLinkLocal } from './prometheus-client.js';
+import { isLinkLocal } from './gateway/metrics-endpoint.js';
 
 export const MAX_METRICS_URL_LENGTH = 2048;
 

@@ -1,0 +1,194 @@
+import cookie from '@fastify/cookie';
+import cors from '@fastify/cors';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { OpenAPIObject } from '@nestjs/swagger';
+import { InjectRepository } from '@nestjs/typeorm';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
+import { Repository } from 'typeorm';
+import { registerAudit } from '../audit/audit.hook.js';
+import { AuditService } from '../audit/audit.service.js';
+import { registerAuthentication } from '../auth/auth.guard.js';
+import { CredentialsService } from '../auth/credentials.service.js';
+import { attachDrain } from '../common/drain.js';
+import { toErrorResponse } from '../common/filters/http-exception.filter.js';
+import { jsonBodyParser } from '../common/json-body.js';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { recordHttpRequest, NO_ROUTE } from '../observability/service-metrics.js';
+import { METRICS_PATH, serveMetricsRoute } from '../observability/service-endpoint.js';
+import { StreamOwner } from '../streams/stream-owner.js';
+import { UserEntity } from '../users/user.entity.js';
+import { answeringSockets, rawError } from './raw-error.js';
+
+export const API_PREFIX = 'api/v1';
+const MIB = 1024 * 1024;
+/** Resource routes carry whole cluster objects; everything else is small. */
+export const RESOURCE_BODY_LIMIT = 10 * MIB;
+export const ADMIN_BODY_LIMIT = 1 * MIB;
+/** Resource routes are the ones whose first segment under the prefix is the `:resource` parameter. */
+const RESOURCE_ROUTE = `/${API_PREFIX}/:resource`;
+/** Every media type read as JSON: plain JSON and the Kubernetes patch kinds. */
+const JSON_TYPES = [
+  'application/json',
+  'application/merge-patch+json',
+  'application/json-patch+json',
+  'application/strategic-merge-patch+json',
+];
+
+/**
+ * Security headers of every answer: helmet's defaults with the service's Content-Security-Policy
+ * (Swagger UI's inline styles and data: images allowed, nothing else), written out once.
+ */
+const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'content-security-policy':
+    "default-src 'self';base-uri 'self';font-src 'self' https: data:;form-action 'self';frame-ancestors 'none';" +
+    "img-src 'self' data:;object-src 'none';script-src 'self';script-src-attr 'none';" +
+    "style-src 'self' 'unsafe-inline';connect-src 'self'",
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+  'origin-agent-cluster': '?1',
+  'referrer-policy': 'no-referrer',
+  'strict-transport-security': 'max-age=31536000; includeSubDomains',
+  'x-content-type-options': 'nosniff',
+  'x-dns-prefetch-control': 'off',
+  'x-download-options': 'noopen',
+  'x-frame-options': 'SAMEORIGIN',
+  'x-permitted-cross-domain-policies': 'none',
+  'x-xss-protection': '0',
+});
+
+/** CORS for the origins in CORS_ORIGINS: every method the API has, the headers a console sends. */
+export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
+export const CORS_ALLOWED_HEADERS = ['authorization', 'content-type', 'x-cluster-name', 'last-event-id', 'x-request-id'];
+export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
+
+/**
+ * The one HTTP edge: every Fastify hook and plugin of the service, registered here in this order.
+ *
+ * 1. `onRoute`: each route's body limit and operationId (from the OpenAPI document, the names clients
+ *    and the audit log use), decided on the route the router matched, never on the raw URL.
+ * 2. Connections: at most CAS_MAX_CONNECTIONS_PER_ADDRESS per client address (503 beyond).
+ * 3. `onRequest`: security headers and the request id; the drain (503 once shutting down; streams end);
+ *    the audit clock; cookies, CORS; authentication (before any body is read).
+ * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded.
+ * 5. `onSend`/`onResponse`: audit rows, request metrics.
+ * 6. Errors outside Nest (a path outside the API prefix, a body refused before any route ran) answered
+ *    by the same reply function as Nest's filter.
+ */
+@Injectable()
+export class HttpEdge {
+  private readonly logger = new Logger('HttpError');
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly credentials: CredentialsService,
+    @InjectRepository(UserEntity) private readonly users: Repository<UserEntity>,
+    private readonly audit: AuditService,
+    private readonly streams: StreamOwner,
+  ) {}
+
+  /** Registers everything on the app's Fastify instance; call before `app.init()`. */
+  async register(app: NestFastifyApplication, document: OpenAPIObject): Promise<void> {
+    const fastify = app.getHttpAdapter().getInstance();
+    const limits = this.config.limits;
+
+    // 1. Routes.
+    const operations = operationTable(document);
+    fastify.addHook('onRoute', (route) => {
+      route.bodyLimit ??= route.url.startsWith(RESOURCE_ROUTE) ? RESOURCE_BODY_LIMIT : ADMIN_BODY_LIMIT;
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      const operationId = operations.get(`${methods[0]} ${routeKey(route.url)}`);
+      if (operationId) route.config = { ...(route.config as object), operationId } as typeof route.config;
+    });
+
+    // 2. Connections.
+    capConnectionsPerAddress(fastify, limits.maxConnectionsPerAddress);
+
+    // 3. Requests.
+    fastify.addHook('onRequest', (request, reply, done) => {
+      answeringSockets.add(request.raw.socket);
+      reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
+      done();
+    });
+    fastify.addHook('onResponse', (request, _reply, done) => {
+      answeringSockets.delete(request.raw.socket);
+      done();
+    });
+    // SIGTERM: streams end at once, so their clients reconnect to another replica.
+    attachDrain(app, fastify).onDrain(() => this.streams.closeAll());
+    registerAudit(fastify, this.audit);
+    await app.register(cookie);
+    // Without allowed origins CORS adds nothing to any answer: the plugin is not registered at all.
+    if (this.config.corsOrigins.length > 0) {
+      await app.register(cors, {
+        origin: this.config.corsOrigins,
+        credentials: true,
+        methods: CORS_METHODS,
+        allowedHeaders: CORS_ALLOWED_HEADERS,
+        exposedHeaders: CORS_EXPOSED_HEADERS,
+      });
+    }
+    // After cookies (it reads the session cookie) and CORS (its 401 must carry CORS headers), before the body.
+    registerAuthentication(fastify, this.credentials, this.users);
+
+    // 4. Bodies.
+    fastify.removeAllContentTypeParsers();
+    fastify.addContentTypeParser(JSON_TYPES, jsonBodyParser(limits.maxJsonDepth));
+
+    // 5. Answers.
+    fastify.addHook('onResponse', (request, reply, done) => {
+      const url = request.routeOptions?.url;
+      const operation = (request.routeOptions?.config as { operationId?: string } | undefined)?.operationId;
+      recordHttpRequest(
+        url === METRICS_PATH ? 'getServiceMetrics' : (operation ?? (url === undefined ? NO_ROUTE : 'other')),
+        request.method,
+        reply.statusCode,
+        reply.elapsedTime / 1000,
+      );
+      done();
+    });
+    if (this.config.metrics.token !== undefined) serveMetricsRoute(fastify, this.config.metrics.token);
+
+    // 6. Errors outside Nest's routes (Nest's own handler covers the API prefix): the same shape.
+    fastify.setErrorHandler((error, request, reply) => this.replyError(error, request, reply));
+  }
+
+  replyError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+    const { body, headers } = toErrorResponse(error, String(request.id), this.logger);
+    return reply.status(body.statusCode).headers(headers).send(body);
+  }
+}
+
+/** `METHOD /path/:param` → operationId, from the document the service serves. */
+function operationTable(document: OpenAPIObject): Map<string, string> {
+  const operations = new Map<string, string>();
+  for (const [path, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(item as Record<string, { operationId?: string }>)) {
+      if (operation?.operationId) operations.set(`${method.toUpperCase()} ${routeKey(path)}`, operation.operationId);
+    }
+  }
+  return operations;
+}
+
+/** `/a/{x}/` and `/a/:x` → `/a/{}`. */
+function routeKey(path: string): string {
+  return path.replace(/\{[^}]+\}|:[A-Za-z0-9_]+/g, '{}').replace(/\/+$/, '') || '/';
+}
+
+/** Caps the open connections of one client address; the one over the cap gets a 503 and is closed. */
+function capConnectionsPerAddress(fastify: FastifyInstance, max: number): void {
+  if (max === 0) return;
+  const open = new Map<string, number>();
+  fastify.server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const count = (open.get(address) ?? 0) + 1;
+    open.set(address, count);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
+    if (count > max) rawError(socket, 503, `too many connections from one address (at most ${max})`);
+  });
+}

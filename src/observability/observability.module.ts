@@ -1,0 +1,10 @@
+import { Module } from '@nestjs/common';
+import { DbMetricsSubscriber } from './db-metrics.subscriber.js';
+import { MetricsListener } from './service-endpoint.js';
+
+/** The service's own metrics: the registry, the database timings and the optional metrics port. */
+@Module({
+  providers: [MetricsListener, DbMetricsSubscriber],
+  exports: [MetricsListener],
+})
+export class ObservabilityModule {}
