@@ -75,7 +75,7 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     abortOnError: false,
     bodyParser: false,
   });
-  app.setGlobalPrefix(API_PREFIX, { exclude: ['healthz', 'readyz'] });
+  app.setGlobalPrefix(API_PREFIX, { exclude: ['healthz', 'readyz', 'metrics'] });
   const document = setupSwagger(app);
   await app.get(HttpEdge).register(app, document);
   await app.init();

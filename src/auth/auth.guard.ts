@@ -12,7 +12,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Repository } from 'typeorm';
 import { toErrorResponse } from '../common/filters/http-exception.filter.js';
-import { UndeclaredQueryCheck } from '../common/strict-input.js';
+import { refuseUndeclaredQuery } from '../common/strict-input.js';
 import { UserEntity } from '../users/user.entity.js';
 import { ACCESS_METADATA, ACCESS_ROUTE_CONFIG, type AccessRule } from './auth.decorators.js';
 import { bootstrapCaller, type Caller } from './caller.js';
@@ -91,12 +91,8 @@ export function registerAuthentication(
   });
 }
 
-/**
- * Why a route's rule refuses an authenticated caller (a 403), or undefined when it lets them through.
- * The guard decides by it; the direct read lane (src/resources/read-lane.ts) leaves to the guard every
- * caller it refuses.
- */
-export function roleRefusal(caller: Caller, rule: AccessRule): string | undefined {
+/** Why a route's rule refuses an authenticated caller (a 403), or undefined when it lets them through. */
+function roleRefusal(caller: Caller, rule: AccessRule): string | undefined {
   if (caller.kind === 'bootstrap') return undefined;
   if (rule.admin && !caller.isAdmin) return 'this route needs the admin role';
   if (!rule.withoutRole && caller.roles.length === 0) return 'the caller has no role: ask an administrator for one';
@@ -110,7 +106,6 @@ export function roleRefusal(caller: Caller, rule: AccessRule): string | undefine
 @Injectable()
 export class AuthGuard implements CanActivate {
   private readonly logger = new Logger(AuthGuard.name);
-  private readonly undeclaredQuery = new UndeclaredQueryCheck();
 
   constructor(
     private readonly reflector: Reflector,
@@ -120,7 +115,7 @@ export class AuthGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     await this.authorize(context);
-    this.undeclaredQuery.check(context); // after access: a refused caller learns nothing about the route
+    refuseUndeclaredQuery(context); // after access: a refused caller learns nothing about the route
     return true;
   }
 

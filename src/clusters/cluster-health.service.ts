@@ -106,9 +106,7 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
       // Both within the probe time-out, side by side; the metrics result is stored only for the URL probed.
       const [result, metrics] = await Promise.all([
         probeCluster(),
-        cluster.metricsURL
-          ? this.probeMetrics({ cluster: cluster.name, url: cluster.metricsURL })
-          : undefined,
+        cluster.metricsURL ? this.probeMetrics({ cluster: cluster.name, url: cluster.metricsURL }) : undefined,
       ]);
       if (metrics) {
         await this.clusters.update(
@@ -148,7 +146,9 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
    * A metrics endpoint's health: `GET <metricsURL>/api/v1/status/buildinfo` within the probe time-out
    * (what every Prometheus-compatible API answers cheaply). Never throws.
    */
-  async probeMetrics(endpoint: MetricsEndpoint): Promise<{ status: 'ok' | 'unreachable' | 'error'; error: string | null }> {
+  async probeMetrics(
+    endpoint: MetricsEndpoint,
+  ): Promise<{ status: 'ok' | 'unreachable' | 'error'; error: string | null }> {
     const metrics = this.gateway.metricsClient(endpoint, this.config.clusters.probeTimeoutMs);
     try {
       const res = await metrics.get(PROMETHEUS_PATHS.buildInfo, new URLSearchParams());

@@ -9,7 +9,9 @@ export function clusterNameOf(value: unknown): string {
     throw new BadRequestException(['x-cluster-name header is required: name the target cluster']);
   }
   if (typeof value !== 'string' || !CLUSTER_NAME_PATTERN.test(value)) {
-    throw new BadRequestException(['x-cluster-name must be one cluster name: 1–253 printable characters without spaces']);
+    throw new BadRequestException([
+      'x-cluster-name must be one cluster name: 1–253 printable characters without spaces',
+    ]);
   }
   return value;
 }

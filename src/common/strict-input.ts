@@ -1,6 +1,4 @@
 import { type ArgumentMetadata, BadRequestException, type ExecutionContext, ValidationPipe } from '@nestjs/common';
-import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
-import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum.js';
 
 /**
  * The global validation pipe. Path parameters are left as the router gave them: their own pipes
@@ -44,43 +42,29 @@ function isEmptyObject(value: unknown): boolean {
   return true;
 }
 
-/** The query parameters a handler declares: `all` when it takes a whole query DTO (the pipe checks those). */
-function declaredQuery(handler: object, controller: object): 'all' | Set<string> {
-  const args = (Reflect.getMetadata(ROUTE_ARGS_METADATA, controller.constructor, (handler as { name: string }).name) ??
-    {}) as Record<string, { data?: unknown }>;
-  const names = new Set<string>();
-  for (const [key, arg] of Object.entries(args)) {
-    if (Number(key.split(':')[0]) !== RouteParamtypes.QUERY) continue;
-    if (typeof arg.data !== 'string') return 'all';
-    names.add(arg.data);
-  }
-  return names;
+/** What the HTTP edge puts in each route's config from the OpenAPI document. */
+export interface RouteFacts {
+  operationId?: string;
+  /** Whether the operation declares any query parameter (then its query DTO validates the query). */
+  acceptsQuery?: boolean;
 }
 
 /**
  * An unknown query parameter is a 400 naming it on every route: routes with a query DTO get that
- * from the validation pipe (`forbidNonWhitelisted`), and this covers the routes that take none.
- * Run by the global guard once a call is allowed (a guard, not an interceptor: an interceptor would
- * put every call through an rxjs pipeline for nothing).
+ * from the validation pipe (`forbidNonWhitelisted`), and this covers the routes that take none, as the
+ * OpenAPI document declares them. Run by the global guard once a call is allowed (a guard, not an
+ * interceptor: an interceptor would put every call through an rxjs pipeline for nothing).
  */
-export class UndeclaredQueryCheck {
-  private readonly cache = new WeakMap<object, 'all' | Set<string>>();
-
-  check(context: ExecutionContext): void {
-    if (context.getType() !== 'http') return;
-    const handler = context.getHandler();
-    let declared = this.cache.get(handler);
-    if (!declared) {
-      declared = declaredQuery(handler, context.getClass().prototype as object);
-      this.cache.set(handler, declared);
-    }
-    if (declared === 'all') return;
-    const query = (context.switchToHttp().getRequest<{ query?: Record<string, unknown> }>().query ?? {}) as object;
-    const unknown = Object.keys(query).filter((name) => !(declared as Set<string>).has(name));
-    if (unknown.length > 0) {
-      throw new BadRequestException(
-        unknown.slice(0, 20).map((name) => `query parameter '${name.slice(0, 64)}' is not accepted by this route`),
-      );
-    }
+export function refuseUndeclaredQuery(context: ExecutionContext): void {
+  if (context.getType() !== 'http') return;
+  const request = context
+    .switchToHttp()
+    .getRequest<{ query?: Record<string, unknown>; routeOptions?: { config?: RouteFacts } }>();
+  if (request.routeOptions?.config?.acceptsQuery) return;
+  const unknown = Object.keys(request.query ?? {});
+  if (unknown.length > 0) {
+    throw new BadRequestException(
+      unknown.slice(0, 20).map((name) => `query parameter '${name.slice(0, 64)}' is not accepted by this route`),
+    );
   }
 }

@@ -1,10 +1,10 @@
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { OpenAPIObject } from '@nestjs/swagger';
 import { InjectRepository } from '@nestjs/typeorm';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Socket } from 'node:net';
 import { Repository } from 'typeorm';
 import { registerAudit } from '../audit/audit.hook.js';
@@ -12,11 +12,11 @@ import { AuditService } from '../audit/audit.service.js';
 import { registerAuthentication } from '../auth/auth.guard.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import { attachDrain } from '../common/drain.js';
-import { toErrorResponse } from '../common/filters/http-exception.filter.js';
 import { jsonBodyParser } from '../common/json-body.js';
+import type { RouteFacts } from '../common/strict-input.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { recordHttpRequest, NO_ROUTE } from '../observability/service-metrics.js';
-import { METRICS_PATH, serveMetricsRoute } from '../observability/service-endpoint.js';
+import { METRICS_PATH } from '../observability/service-endpoint.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { UserEntity } from '../users/user.entity.js';
 import { answeringSockets, rawError } from './raw-error.js';
@@ -60,7 +60,13 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 
 /** CORS for the origins in CORS_ORIGINS: every method the API has, the headers a console sends. */
 export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
-export const CORS_ALLOWED_HEADERS = ['authorization', 'content-type', 'x-cluster-name', 'last-event-id', 'x-request-id'];
+export const CORS_ALLOWED_HEADERS = [
+  'authorization',
+  'content-type',
+  'x-cluster-name',
+  'last-event-id',
+  'x-request-id',
+];
 export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
 
 /**
@@ -73,13 +79,19 @@ export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
  *    the audit clock; cookies, CORS; authentication (before any body is read).
  * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded.
  * 5. `onSend`/`onResponse`: audit rows, request metrics.
- * 6. Errors outside Nest (a path outside the API prefix, a body refused before any route ran) answered
- *    by the same reply function as Nest's filter.
+ * 6. Errors: one path, Nest's exception filter, which Nest also makes Fastify's error handler.
  */
+/** A route as the router serves it. */
+export interface ServedRoute {
+  method: string;
+  url: string;
+  config: Readonly<Record<string, unknown>>;
+}
+
 @Injectable()
 export class HttpEdge {
-  private readonly logger = new Logger('HttpError');
-
+  /** Every route the router serves (Fastify's automatic HEAD routes included), for the tests that walk them. */
+  readonly routes: ServedRoute[] = [];
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly credentials: CredentialsService,
@@ -98,8 +110,13 @@ export class HttpEdge {
     fastify.addHook('onRoute', (route) => {
       route.bodyLimit ??= route.url.startsWith(RESOURCE_ROUTE) ? RESOURCE_BODY_LIMIT : ADMIN_BODY_LIMIT;
       const methods = Array.isArray(route.method) ? route.method : [route.method];
-      const operationId = operations.get(`${methods[0]} ${routeKey(route.url)}`);
-      if (operationId) route.config = { ...(route.config as object), operationId } as typeof route.config;
+      // Fastify's automatic HEAD route of a GET is the same operation.
+      const method = methods[0] === 'HEAD' ? 'GET' : methods[0];
+      const facts = operations.get(`${method} ${routeKey(route.url)}`);
+      if (facts) route.config = { ...(route.config as object), ...facts } as typeof route.config;
+      for (const method of methods) {
+        this.routes.push({ method, url: route.url, config: (route.config ?? {}) as Record<string, unknown> });
+      }
     });
 
     // 2. Connections.
@@ -107,9 +124,13 @@ export class HttpEdge {
 
     // 3. Requests.
     fastify.addHook('onRequest', (request, reply, done) => {
-      answeringSockets.add(request.raw.socket);
       reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
       done();
+    });
+    // From its head to its end an answer owns the socket: an error there can no longer be a status line.
+    fastify.addHook('onSend', (request, _reply, payload, done) => {
+      answeringSockets.add(request.raw.socket);
+      done(null, payload);
     });
     fastify.addHook('onResponse', (request, _reply, done) => {
       answeringSockets.delete(request.raw.socket);
@@ -148,24 +169,22 @@ export class HttpEdge {
       );
       done();
     });
-    if (this.config.metrics.token !== undefined) serveMetricsRoute(fastify, this.config.metrics.token);
 
-    // 6. Errors outside Nest's routes (Nest's own handler covers the API prefix): the same shape.
-    fastify.setErrorHandler((error, request, reply) => this.replyError(error, request, reply));
-  }
-
-  replyError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-    const { body, headers } = toErrorResponse(error, String(request.id), this.logger);
-    return reply.status(body.statusCode).headers(headers).send(body);
+    // 6. Errors: Nest sets Fastify's error handler to its exception filter (HttpErrorFilter), so what
+    // Fastify refuses before any route ran (a body too large, bad JSON) has the service's shape too.
   }
 }
 
-/** `METHOD /path/:param` → operationId, from the document the service serves. */
-function operationTable(document: OpenAPIObject): Map<string, string> {
-  const operations = new Map<string, string>();
+type OperationObject = NonNullable<OpenAPIObject['paths'][string]['get']>;
+
+/** `METHOD /path/:param` → what the document the service serves says of the operation. */
+function operationTable(document: OpenAPIObject): Map<string, RouteFacts> {
+  const operations = new Map<string, RouteFacts>();
   for (const [path, item] of Object.entries(document.paths)) {
-    for (const [method, operation] of Object.entries(item as Record<string, { operationId?: string }>)) {
-      if (operation?.operationId) operations.set(`${method.toUpperCase()} ${routeKey(path)}`, operation.operationId);
+    for (const [method, operation] of Object.entries(item as Record<string, OperationObject>)) {
+      if (!operation?.operationId) continue;
+      const acceptsQuery = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'query');
+      operations.set(`${method.toUpperCase()} ${routeKey(path)}`, { operationId: operation.operationId, acceptsQuery });
     }
   }
   return operations;

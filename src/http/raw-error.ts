@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { errorBody } from '../common/filters/http-exception.filter.js';
 
-/** Sockets with an answer under way (between a request's start and its response's end). */
+/** Sockets with an answer under way (from its head to its end). */
 export const answeringSockets = new WeakSet<Socket>();
 
 /**

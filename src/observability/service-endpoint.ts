@@ -1,5 +1,4 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import type { FastifyInstance } from 'fastify';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,22 +14,6 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 export function carriesToken(header: string | undefined, token: string): boolean {
   const match = /^Bearer +(\S{1,1024})$/i.exec(header?.trim() ?? '');
   return match !== null && timingSafeEqual(digest(match[1]), digest(token));
-}
-
-/** `GET /metrics` on the main port (when CAS_METRICS_TOKEN is set), to bearers of that token only. */
-export function serveMetricsRoute(fastify: FastifyInstance, token: string): void {
-  fastify.get(METRICS_PATH, async (request, reply) => {
-    if (!carriesToken(request.headers.authorization, token)) {
-      return reply
-        .status(401)
-        .header('www-authenticate', 'Bearer realm="metrics"')
-        .send(
-          errorBody(401, 'GET /metrics needs the metrics token: Authorization: Bearer <CAS_METRICS_TOKEN>', request.id),
-        );
-    }
-    const { contentType, body } = await exposition();
-    return reply.header('content-type', contentType).header('cache-control', 'no-store').send(body);
-  });
 }
 
 /**

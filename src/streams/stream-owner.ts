@@ -1,11 +1,4 @@
-import {
-  HttpException,
-  HttpStatus,
-  Inject,
-  Injectable,
-  Logger,
-  type OnModuleDestroy,
-} from '@nestjs/common';
+import { HttpException, HttpStatus, Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { type AccessRequest, Authorizer } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import { CredentialsService } from '../auth/credentials.service.js';

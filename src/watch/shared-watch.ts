@@ -247,10 +247,7 @@ export class SharedWatch {
       budget.used += event.size;
       // Past the process's budget every watch gives up its oldest events: late subscribers from before
       // them get 410 and list again, as from the apiserver's own watch cache.
-      while (
-        this.window.length > this.options.windowEvents ||
-        (budget.used > budget.limit && this.window.length > 0)
-      ) {
+      while (this.window.length > this.options.windowEvents || (budget.used > budget.limit && this.window.length > 0)) {
         const evicted = this.window.shift()!;
         this.windowBytes -= evicted.size;
         budget.used -= evicted.size;

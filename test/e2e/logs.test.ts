@@ -288,7 +288,7 @@ describe('pod logs through a real apiserver and a test kubelet', () => {
     }
     const refused = await get(`pods/${ns}/follow/log`, user.token);
     assert.equal(refused.status, 429, refused.text);
-    assert.match(refused.body.message, /at most 20 log streams per caller/);
+    assert.match(refused.body.message, /too many log streams of this user, API keys included \(at most 20\)/);
     assert.equal((await get(`pods/${ns}/single/log`, viewer.token)).status, 200, 'other callers are not limited');
 
     open.pop()!.close();

@@ -366,7 +366,7 @@ describe('watch streams through the service (JSON lines and SSE), against a real
       const c = await openWatch(url, path, { token });
       assert.deepEqual([a.status, b.status, c.status], [200, 200, 429]);
       assert.equal(c.headers['retry-after'], '5');
-      assert.match(c.body.message, /too many watch streams of this caller/);
+      assert.match(c.body.message, /too many watch streams of this user/);
       a.close();
       await waitFor('the slot to be free', async () => {
         const d = await openWatch(url, path, { token });

@@ -114,7 +114,10 @@ describe('resource paths', () => {
 
   test('without patchType, a Kubernetes patch Content-Type names the patch kind; a contradicting pair is a 400', () => {
     assert.equal(patchContentType(undefined, 'application/json-patch+json'), 'application/json-patch+json');
-    assert.equal(patchContentType(undefined, 'Application/Merge-Patch+JSON; charset=utf-8'), 'application/merge-patch+json');
+    assert.equal(
+      patchContentType(undefined, 'Application/Merge-Patch+JSON; charset=utf-8'),
+      'application/merge-patch+json',
+    );
     assert.equal(
       patchContentType(undefined, 'application/strategic-merge-patch+json'),
       'application/strategic-merge-patch+json',

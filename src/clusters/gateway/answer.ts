@@ -73,11 +73,7 @@ export class AnswerHandler implements Dispatcher.DispatchHandler {
     this.reject(error);
   }
 
-  onResponseStart(
-    controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: IncomingHttpHeaders,
-  ): void {
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200 || this.done) return;
     this.answered.at = performance.now();
     const length = headers['content-length'] === undefined ? NaN : Number(headers['content-length']);

@@ -87,11 +87,13 @@ export class ClusterClient {
 
   /** Reads an answer whole (at most 8 MiB), with the same 502/504 as a failed call. */
   read(res: ClusterResponse, limit = READ_LIMIT): Promise<Buffer> {
-    return readBounded(res, limit, (l) => new BadGatewayException(`${this.target} answered with more than ${l} bytes`)).catch(
-      (error: unknown) => {
-        throw translateFailure(this.target, error, this.timeoutMs);
-      },
-    );
+    return readBounded(
+      res,
+      limit,
+      (l) => new BadGatewayException(`${this.target} answered with more than ${l} bytes`),
+    ).catch((error: unknown) => {
+      throw translateFailure(this.target, error, this.timeoutMs);
+    });
   }
 
   /** A cluster's JSON answer; one that is not JSON is a 502 naming the cluster, never a 500. */

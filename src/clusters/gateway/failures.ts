@@ -90,7 +90,11 @@ export function translateFailure(target: string, error: unknown, timeoutMs: numb
   const failure = classifyFailure(error);
   const description = describeFailure(error);
   if (failure === 'timeout') {
-    return new ClusterUnreachableException(`${target} did not answer within ${timeoutMs / 1000} s`, failure, description);
+    return new ClusterUnreachableException(
+      `${target} did not answer within ${timeoutMs / 1000} s`,
+      failure,
+      description,
+    );
   }
   return new ClusterUnreachableException(`${target} could not be reached: ${description}`, failure, description);
 }
@@ -99,4 +103,3 @@ export function translateFailure(target: string, error: unknown, timeoutMs: numb
 export function badAnswer(target: string, what: string): BadGatewayException {
   return new BadGatewayException(`${target} answered ${what}`);
 }
-

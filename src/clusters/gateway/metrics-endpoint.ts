@@ -85,10 +85,12 @@ export class MetricsEndpointClient {
 
   /** Reads a whole answer, refusing more than `limit` bytes (a 502), failures as get(). */
   read(res: ClusterResponse, limit: number): Promise<Buffer> {
-    return readBounded(res, limit, (l) => new BadGatewayException(`${this.target} answered with more than ${l} bytes`)).catch(
-      (error: unknown) => {
-        throw translateFailure(this.target, error, this.timeoutMs);
-      },
-    );
+    return readBounded(
+      res,
+      limit,
+      (l) => new BadGatewayException(`${this.target} answered with more than ${l} bytes`),
+    ).catch((error: unknown) => {
+      throw translateFailure(this.target, error, this.timeoutMs);
+    });
   }
 }
