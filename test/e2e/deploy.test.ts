@@ -125,149 +125,220 @@ describe('deploy/ as kustomize profiles on a real control plane', () => {
   });
 });
 
-describe("the service-identity profile's ClusterRole is enough for the service's features", () => {
-  let cp: ControlPlane;
-  let kubelet: Kubelet;
-  let t: TestApp;
-  let base: string;
-  let admin: { token: string };
-  let saDir: string;
-  const suffix = `${process.pid}`;
-  const ns = `cas-sa-${suffix}`;
-  const nodeName = `cas-sa-node-${suffix}`;
-  const role = `cas-test-service-identity-${suffix}`;
-  const secretsRole = `cas-test-service-identity-secrets-${suffix}`;
-  const call = (method: string, path: string, body?: unknown, query?: Record<string, string>) =>
-    request(t.app, method, `/api/v1/${path}`, {
-      token: admin.token,
-      body,
-      query,
-      headers: { 'x-cluster-name': 'in-cluster' },
-    });
-
-  /** The profile's ClusterRole as `kubectl kustomize` renders it, created under a name of this run's own. */
-  async function createRoleFrom(dir: string, rendered: string, name: string): Promise<void> {
-    const source = (await render(dir)).find((m) => m.kind === 'ClusterRole' && m.metadata.name === rendered);
-    assert.ok(source, `${dir} renders ClusterRole ${rendered}`);
-    const created = await kubeRequest(cp, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
-      metadata: { name },
-      rules: source.rules,
-    });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
-  }
+/**
+ * The service in in-cluster mode, as the Deployment runs it, with the token of a ServiceAccount bound to
+ * exactly a profile's ClusterRole (as `kubectl kustomize` renders it, created under a name of this run's
+ * own), against a real apiserver with a test kubelet for logs. Everything is removed in `after`.
+ */
+function inClusterService(profile: 'service-identity' | 'impersonating') {
+  const ctx = {
+    cp: undefined as unknown as ControlPlane,
+    kubelet: undefined as unknown as Kubelet,
+    t: undefined as unknown as TestApp,
+    base: '',
+    admin: { username: '', token: '' },
+    ns: `cas-${profile}-${process.pid}`,
+    nodeName: `cas-${profile}-node-${process.pid}`,
+    roles: [] as string[],
+    bindings: [] as string[],
+    call(method: string, path: string, body?: unknown, query?: Record<string, string>) {
+      return request(ctx.t.app, method, `/api/v1/${path}`, {
+        token: ctx.admin.token,
+        body,
+        query,
+        headers: { 'x-cluster-name': 'in-cluster' },
+      });
+    },
+    async createRoleFrom(dir: string, rendered: string): Promise<string> {
+      const source = (await render(dir)).find((m) => m.kind === 'ClusterRole' && m.metadata.name === rendered);
+      assert.ok(source, `${dir} renders ClusterRole ${rendered}`);
+      const name = `cas-test-${rendered}-${process.pid}`;
+      const created = await kubeRequest(ctx.cp, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+        metadata: { name },
+        rules: source.rules,
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      ctx.roles.push(name);
+      return name;
+    },
+    async bind(name: string, clusterRole: string, subject: Record<string, string>): Promise<void> {
+      const bound = await kubeRequest(ctx.cp, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+        metadata: { name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterRole },
+        subjects: [subject],
+      });
+      assert.equal(bound.status, 201, JSON.stringify(bound.body));
+      ctx.bindings.push(name);
+    },
+  };
+  let saDir = '';
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
-    await createRoleFrom('deploy/overlays/service-identity', 'cluster-admin-service', role);
-    const { token } = await serviceAccountToken(cp, ns, 'cas', { clusterRole: role });
-    kubelet = await startKubelet(cp, nodeName);
-    // In-cluster mode, as the Deployment runs it: the ServiceAccount's token and the cluster CA as files.
+    ctx.cp = await sharedControlPlane('a');
+    await kubeRequest(ctx.cp, 'POST', '/api/v1/namespaces', { metadata: { name: ctx.ns } });
+    const role =
+      profile === 'impersonating'
+        ? await ctx.createRoleFrom('deploy', 'cluster-admin-service-impersonator')
+        : await ctx.createRoleFrom('deploy/overlays/service-identity', 'cluster-admin-service');
+    const { token } = await serviceAccountToken(ctx.cp, ctx.ns, 'cas', { clusterRole: role });
+    ctx.bindings.push(`${ctx.ns}-cas`);
+    ctx.kubelet = await startKubelet(ctx.cp, ctx.nodeName);
     saDir = await mkdtemp(join(tmpdir(), 'cas-sa-'));
     await writeFile(join(saDir, 'token'), token);
-    await writeFile(join(saDir, 'ca.crt'), cp.caData);
-    await writeFile(join(saDir, 'namespace'), ns);
-    t = await startTestApp({ env: { CAS_IN_CLUSTER_DIR: saDir, CAS_IN_CLUSTER_SERVER: cp.server } });
-    admin = await signedIn(t, 'admin');
-    const imported = await request(t.app, 'POST', '/api/v1/admin/clusters/import', {
-      token: admin.token,
+    await writeFile(join(saDir, 'ca.crt'), ctx.cp.caData);
+    await writeFile(join(saDir, 'namespace'), ctx.ns);
+    ctx.t = await startTestApp({ env: { CAS_IN_CLUSTER_DIR: saDir, CAS_IN_CLUSTER_SERVER: ctx.cp.server } });
+    ctx.admin = await signedIn(ctx.t, 'admin', { username: `deploy-${profile}-${process.pid}` });
+    const imported = await request(ctx.t.app, 'POST', '/api/v1/admin/clusters/import', {
+      token: ctx.admin.token,
       body: { inCluster: true },
     });
     assert.equal(imported.status, 201, imported.text);
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
+    if (profile === 'impersonating') {
+      const updated = await request(ctx.t.app, 'PUT', `/api/v1/admin/clusters/${imported.body.clusters[0].id}`, {
+        token: ctx.admin.token,
+        body: { impersonate: true },
+      });
+      assert.equal(updated.status, 200, updated.text);
+    }
+    await ctx.t.app.listen({ port: 0, host: '127.0.0.1' });
+    ctx.base = `http://127.0.0.1:${(ctx.t.app.getHttpServer().address() as AddressInfo).port}`;
   });
   after(async () => {
-    await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}/pods/app`, { gracePeriodSeconds: 0 });
-    await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);
-    for (const name of [`${ns}-cas`, `${ns}-cas-secrets`])
+    const { cp } = ctx;
+    await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ctx.ns}/pods/app`, { gracePeriodSeconds: 0 });
+    await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ctx.ns}`);
+    for (const name of ctx.bindings)
       await kubeRequest(cp, 'DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`);
-    for (const name of [role, secretsRole])
+    for (const name of ctx.roles)
       await kubeRequest(cp, 'DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`);
-    await kubelet?.stop();
-    await t?.close();
+    await ctx.kubelet?.stop();
+    await ctx.t?.close();
     if (saDir) await rm(saDir, { recursive: true, force: true });
   });
+  return ctx;
+}
 
-  test('create, watch, scale, logs, events and delete succeed through the service as that ServiceAccount', async () => {
-    const watch = await openWatch(base, `/api/v1/configmaps/${ns}?watch=true`, {
-      token: admin.token,
-      cluster: 'in-cluster',
-    });
-    try {
-      assert.equal(watch.status, 200, JSON.stringify(watch.body));
-      const created = await call('POST', `configmaps/${ns}`, { metadata: { name: 'watched' }, data: { a: '1' } });
-      assert.equal(created.status, 201, created.text);
-      await watch.until(
-        (events) => events.some((e) => e.type === 'ADDED' && e.object?.metadata?.name === 'watched'),
-        15_000,
-        'the ADDED event of the new ConfigMap',
-      );
-      assert.ok(!watch.events.some((e) => e.type === 'ERROR'), JSON.stringify(watch.events.map((e) => e.raw)));
-    } finally {
-      watch.close();
-    }
+type Ctx = ReturnType<typeof inClusterService>;
 
-    const deployment = await call('POST', `deployments.apps/${ns}`, {
-      metadata: { name: 'web' },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: { app: 'web' } },
-        template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'web' }] } },
-      },
-    });
-    assert.equal(deployment.status, 201, deployment.text);
-    const scaled = await call(
-      'PATCH',
-      `deployments.apps/${ns}/web/scale`,
-      { spec: { replicas: 3 } },
-      { patchType: 'merge' },
+async function watchSeesCreate(ctx: Ctx): Promise<void> {
+  const watch = await openWatch(ctx.base, `/api/v1/configmaps/${ctx.ns}?watch=true`, {
+    token: ctx.admin.token,
+    cluster: 'in-cluster',
+  });
+  try {
+    assert.equal(watch.status, 200, JSON.stringify(watch.body));
+    const created = await ctx.call('POST', `configmaps/${ctx.ns}`, { metadata: { name: 'watched' }, data: { a: '1' } });
+    assert.equal(created.status, 201, created.text);
+    await watch.until(
+      (events) => events.some((e) => e.type === 'ADDED' && e.object?.metadata?.name === 'watched'),
+      15_000,
+      'the ADDED event of the new ConfigMap',
     );
-    assert.equal(scaled.status, 200, scaled.text);
-    assert.equal(scaled.body.spec.replicas, 3);
-    assert.equal((await call('GET', `deployments.apps/${ns}/web/scale`)).body.spec.replicas, 3);
+    assert.ok(!watch.events.some((e) => e.type === 'ERROR'), JSON.stringify(watch.events.map((e) => e.raw)));
+  } finally {
+    watch.close();
+  }
+}
 
-    const events = await call('GET', `deployments.apps/${ns}/web/events`);
+/** Scale, events, logs and delete through the service; the ConfigMap `watched` must exist. */
+async function scaleLogsDelete(ctx: Ctx): Promise<void> {
+  const { ns, call } = ctx;
+  const deployment = await call('POST', `deployments.apps/${ns}`, {
+    metadata: { name: 'web' },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: 'web' } },
+      template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'web' }] } },
+    },
+  });
+  assert.equal(deployment.status, 201, deployment.text);
+  const scaled = await call(
+    'PATCH',
+    `deployments.apps/${ns}/web/scale`,
+    { spec: { replicas: 3 } },
+    { patchType: 'merge' },
+  );
+  assert.equal(scaled.status, 200, scaled.text);
+  assert.equal(scaled.body.spec.replicas, 3);
+  assert.equal((await call('GET', `deployments.apps/${ns}/web/scale`)).body.spec.replicas, 3);
+
+  const pod = await call('POST', `pods/${ns}`, {
+    metadata: { name: 'app' },
+    spec: { nodeName: ctx.nodeName, automountServiceAccountToken: false, containers: [{ name: 'app', image: 'app' }] },
+  });
+  assert.equal(pod.status, 201, pod.text);
+  ctx.kubelet.write(ns, 'app', 'app', 'hello from the pod');
+  const log = await call('GET', `pods/${ns}/app/log`);
+  assert.equal(log.status, 200, log.text);
+  assert.equal(log.text, 'hello from the pod\n');
+
+  for (const path of [`pods/${ns}/app`, `configmaps/${ns}/watched`]) {
+    const deleted = await call('DELETE', path, undefined, { force: 'true' });
+    assert.equal(deleted.status, 200, `${path}: ${deleted.text}`);
+  }
+  assert.equal((await call('GET', `configmaps/${ns}/watched`)).status, 404);
+}
+
+describe("the service-identity profile's ClusterRole is enough for the service's features", () => {
+  const ctx = inClusterService('service-identity');
+
+  test('watch, scale, events, logs and delete succeed through the service as that ServiceAccount', async () => {
+    await watchSeesCreate(ctx);
+    await scaleLogsDelete(ctx);
+    const events = await ctx.call('GET', `deployments.apps/${ctx.ns}/web/events`);
     assert.equal(events.status, 200, events.text);
     assert.equal(events.body.kind, 'EventList');
-
-    const pod = await call('POST', `pods/${ns}`, {
-      metadata: { name: 'app' },
-      spec: { nodeName, automountServiceAccountToken: false, containers: [{ name: 'app', image: 'app' }] },
-    });
-    assert.equal(pod.status, 201, pod.text);
-    kubelet.write(ns, 'app', 'app', 'hello from the pod');
-    const log = await call('GET', `pods/${ns}/app/log`);
-    assert.equal(log.status, 200, log.text);
-    assert.equal(log.text, 'hello from the pod\n');
-
-    for (const path of [`pods/${ns}/app`, `configmaps/${ns}/watched`]) {
-      const deleted = await call('DELETE', path, undefined, { force: 'true' });
-      assert.equal(deleted.status, 200, `${path}: ${deleted.text}`);
-    }
-    assert.equal((await call('GET', `configmaps/${ns}/watched`)).status, 404);
   });
 
   test('Secrets and RBAC writes are refused by the cluster; the opt-in grants Secrets', async () => {
+    const { ns, call } = ctx;
     const secrets = await call('GET', `secrets/${ns}`);
     assert.equal(secrets.status, 403, secrets.text);
     assert.equal(secrets.body.kind, 'Status', 'the refusal is the cluster’s, not the service’s');
     const escalate = await call('POST', 'clusterroles.rbac.authorization.k8s.io/_all', {
-      metadata: { name: `escalate-${suffix}` },
+      metadata: { name: `escalate-${process.pid}` },
       rules: [],
     });
     assert.equal(escalate.status, 403, escalate.text);
     assert.equal(escalate.body.kind, 'Status');
 
-    await createRoleFrom('deploy/overlays/service-identity-secrets', 'cluster-admin-service-secrets', secretsRole);
-    const bound = await kubeRequest(cp, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-      metadata: { name: `${ns}-cas-secrets` },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: secretsRole },
-      subjects: [{ kind: 'ServiceAccount', name: 'cas', namespace: ns }],
-    });
-    assert.equal(bound.status, 201, JSON.stringify(bound.body));
+    const secretsRole = await ctx.createRoleFrom(
+      'deploy/overlays/service-identity-secrets',
+      'cluster-admin-service-secrets',
+    );
+    await ctx.bind(`${ns}-cas-secrets`, secretsRole, { kind: 'ServiceAccount', name: 'cas', namespace: ns });
     const created = await call('POST', `secrets/${ns}`, { metadata: { name: 'opted-in' }, stringData: { k: 'v' } });
     assert.equal(created.status, 201, created.text);
     assert.equal((await call('GET', `secrets/${ns}`)).status, 200);
   });
+});
+
+describe("the impersonating profile's ClusterRole is enough once the cluster impersonates", () => {
+  const ctx = inClusterService('impersonating');
+
+  test("each call reaches the cluster as the person; the cluster's RBAC decides", async () => {
+    const { ns, call } = ctx;
+    const refused = await call('POST', `configmaps/${ns}`, { metadata: { name: 'watched' } });
+    assert.equal(refused.status, 403, 'no binding for this person yet: the cluster refuses');
+    assert.equal(refused.body.kind, 'Status');
+    assert.match(refused.body.message, new RegExp(`cas:${ctx.admin.username}`));
+
+    await ctx.bind(`${ns}-person`, 'cluster-admin', {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'User',
+      name: `cas:${ctx.admin.username}`,
+    });
+    const created = await call('POST', `configmaps/${ns}`, { metadata: { name: 'watched' }, data: { a: '1' } });
+    assert.equal(created.status, 201, created.text);
+    await scaleLogsDelete(ctx);
+  });
+
+  test(
+    'a watch on an impersonating cluster',
+    { todo: 'shared watches run as the service identity until the one data plane (CONTRACT §10)' },
+    async () => {
+      await watchSeesCreate(ctx);
+    },
+  );
 });
