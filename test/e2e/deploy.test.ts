@@ -336,7 +336,7 @@ describe("the impersonating profile's ClusterRole is enough once the cluster imp
 
   test(
     'a watch on an impersonating cluster',
-    { todo: 'shared watches run as the service identity until the one data plane (CONTRACT §10)' },
+    { todo: 'a shared watch runs as the service identity, which this profile lets list and watch nothing' },
     async () => {
       await watchSeesCreate(ctx);
     },
