@@ -10,7 +10,7 @@ RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 CAS_DATA_DIR=/data
-# Password hashing's 64 MiB in transparent huge pages: ~2.5× faster logins (README, Benchmarks).
+# Password hashing's 64 MiB in transparent huge pages: ~2.5× faster logins (docs/BENCHMARKS.md).
 ENV GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
@@ -22,5 +22,5 @@ VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-# A young generation of at most 4 MiB per semi-space: ~30 MiB less RSS after a load, no measurable CPU cost (README, Benchmarks).
+# A young generation of at most 4 MiB per semi-space: ~30 MiB less RSS after a load, no measurable CPU cost (docs/BENCHMARKS.md).
 CMD ["node", "--max-semi-space-size=4", "dist/main.js"]

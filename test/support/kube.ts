@@ -26,18 +26,25 @@ export function kubeGetRaw(cp: ControlPlane, path: string): Promise<{ status: nu
 }
 
 /**
- * A ServiceAccount bound to cluster-admin and its token: a cluster identity of its own, so a test
- * can pick exactly its requests out of a shared control plane's audit log.
+ * A ServiceAccount bound to a ClusterRole (cluster-admin unless `clusterRole` names another) and its
+ * token: a cluster identity of its own, so a test can pick exactly its requests out of a shared
+ * control plane's audit log, or run the service with exactly that role's permissions. The binding is
+ * named `<namespace>-<name>`.
  */
 export async function serviceAccountToken(
   cp: ControlPlane,
   namespace: string,
   name: string,
+  options: { clusterRole?: string } = {},
 ): Promise<{ token: string; username: string }> {
   await kubeRequest(cp, 'POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
   await kubeRequest(cp, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
     metadata: { name: `${namespace}-${name}` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+    roleRef: {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: options.clusterRole ?? 'cluster-admin',
+    },
     subjects: [{ kind: 'ServiceAccount', name, namespace }],
   });
   const token = await waitFor(
