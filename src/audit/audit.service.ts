@@ -133,7 +133,7 @@ export class AuditService implements OnModuleDestroy {
   }
 
   /**
-   * One multi-row INSERT in plain SQL: TypeORM's entity insert costs about 0.2 ms of CPU per row,
+   * One multi-row INSERT in plain SQL: TypeORM's entity insert costs far more CPU per row,
    * which on SQLite (a synchronous driver) would stall every request while a batch is written.
    */
   private async insert(batch: AuditRow[]): Promise<void> {

@@ -592,8 +592,3 @@ export function toStoredKubeconfig(context: KubeconfigContext): string {
     ],
   });
 }
-
-/** PEM text of a base64 data field. */
-export function pemOf(base64: string): string {
-  return Buffer.from(base64, 'base64').toString('utf8');
-}

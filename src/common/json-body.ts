@@ -91,7 +91,7 @@ function parseJsonBytes(bytes: Buffer): unknown {
  * and errors as Fastify's own body reader (the route's body limit, 413 past it, 400 when the body
  * is not as long as its Content-Length), but the nesting is checked on each piece as it arrives:
  * a body nested too deep is refused there, never joined into one buffer. Joining 10 MiB of fresh
- * memory held the event loop for about 90 ms on our build machine (page faults), in one go.
+ * memory held the event loop for long (page faults), in one go.
  */
 export function jsonBodyParser(maxDepth: number) {
   return (request: FastifyRequest, payload: Readable, done: (error: Error | null, body?: unknown) => void) => {

@@ -133,7 +133,7 @@ type LogMethod = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 /**
  * A request's logger, made on first use. Fastify makes a child logger for every request (its id
- * bound), which pino builds in about 1% of the CPU of a small GET; most requests never log through
+ * bound), which pino builds at a real cost per request; most requests never log through
  * it (their one line goes to the access logger), so here the child is made only when something logs.
  * What it writes is the child's own output.
  */

@@ -27,7 +27,7 @@ export function readBounded(stream: Readable, limit: number, tooLarge: (limit: n
     stream.once('error', reject);
     // Closed before its end (and without an error): what came is not the whole answer. Every stream
     // closes, after its end too: the error is built only when it is one (an Error captures a stack
-    // trace, which cost 3% of the CPU of a small GET when built for every answer).
+    // trace, too costly to build for every answer).
     stream.once('close', () => {
       if (!ended) reject(Object.assign(new Error('the stream closed before its end'), { code: 'ECONNRESET' }));
     });

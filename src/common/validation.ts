@@ -16,9 +16,6 @@ import {
 
 export const USERNAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]*$/;
 
-/** The OpenAPI `pattern` of an http(s) URL or `""` (to clear it), as the `@Matches` + `ValidateIf` pairs accept. */
-export const HTTP_URL_OR_EMPTY = '^$|^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+\\S*$';
-
 /** A username: 3–64 characters, letters, digits and `._@-`, starting with a letter or digit. */
 export function ValidateUsername() {
   return applyDecorators(

@@ -5,7 +5,6 @@ export const ROLE_ADMIN = 'admin';
 export const ROLE_VIEWER = 'viewer';
 /** A role's name: `admin`, `viewer`, or a custom role's name (see ROLE_NAME_PATTERN). */
 export type RoleName = string;
-export const BUILT_IN_ROLE_NAMES: readonly string[] = [ROLE_ADMIN, ROLE_VIEWER];
 /**
  * Role names: lower-case letters, digits, `.`, `_`, `-`, 1–32 characters, starting and ending with a
  * letter or digit. They travel to clusters in `Impersonate-Group: cas:role:<name>`, so the charset is

@@ -1,10 +1,5 @@
-import type { RoleEntity } from './role.entity.js';
 import type { UserEntity } from './user.entity.js';
-import type { RoleDto, UserDetailDto, UserDto } from './dto/user.dto.js';
-
-export function toRoleResponse(role: RoleEntity): RoleDto {
-  return { id: role.id, name: role.name, description: role.description };
-}
+import type { UserDetailDto, UserDto } from './dto/user.dto.js';
 
 export function toUserResponse(user: UserEntity): UserDto {
   return {

@@ -286,8 +286,7 @@ export class UsersService {
    * conditions the trigram indexes serve one each (PostgreSQL plans an OR of them as a scan of the
    * whole table once a term matches more than a few rows); the usernames are matched on username_key,
    * stored lower-cased: no lower() of every row. The matches come straight from the two index scans
-   * (their UNION), not as ids to look up again by primary key: 1,111 matches of 100,000 took 6.0 ms
-   * that way, 4.3 ms this way.
+   * (their UNION), not as ids to look up again by primary key, which costs a second look-up per match.
    */
   private matchesOnPostgres<T extends SelectQueryBuilder<any>>(qb: T, query: ListUsersQueryDto): T {
     if (query.search) {
@@ -324,8 +323,8 @@ export class UsersService {
 
   /**
    * The role's id is looked up once (a scalar subquery), so each matching user costs one look-up in
-   * user_roles' primary key rather than a join to roles by name (9 → 6.4–7 ms with 1,111 matches of
-   * 100,000 on PostgreSQL). An unknown role's id is NULL: no one matches.
+   * user_roles' primary key rather than a join to roles by name. An unknown role's id is NULL: no one
+   * matches.
    */
   private roleFilter(qb: SelectQueryBuilder<any>, role: string): void {
     qb.andWhere(

@@ -865,9 +865,13 @@ export const getResource = <ThrowOnError extends boolean = false>(options: Optio
 });
 
 /**
- * Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`.
+ * Patches an object: the patch kind from `patchType`, or else from a Kubernetes patch Content-Type
+ * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`);
+ * plain `application/json` is a strategic merge patch. A `patchType` that contradicts the Content-Type is a 400.
  *
- * Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`.
+ * Patches an object: the patch kind from `patchType`, or else from a Kubernetes patch Content-Type
+ * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`);
+ * plain `application/json` is a strategic merge patch. A `patchType` that contradicts the Content-Type is a 400.
  *
  * Needs a signed-in user or an API key with a role.
  */

@@ -3176,9 +3176,11 @@ export type PatchResourceData = {
          */
         dryRun?: 'All';
         /**
-         * Absent: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
+         * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
+         * Absent: the request's Content-Type decides (`application/merge-patch+json`, `application/json-patch+json`,
+         * `application/strategic-merge-patch+json`; plain `application/json` is a strategic merge patch).
          */
-        patchType?: 'merge' | 'json';
+        patchType?: 'strategic' | 'merge' | 'json';
         /**
          * Name of the actor making the change, recorded in managedFields.
          */
@@ -3729,9 +3731,11 @@ export type PatchSubresourceData = {
          */
         dryRun?: 'All';
         /**
-         * Absent: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
+         * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
+         * Absent: the request's Content-Type decides (`application/merge-patch+json`, `application/json-patch+json`,
+         * `application/strategic-merge-patch+json`; plain `application/json` is a strategic merge patch).
          */
-        patchType?: 'merge' | 'json';
+        patchType?: 'strategic' | 'merge' | 'json';
         /**
          * Name of the actor making the change, recorded in managedFields.
          */
