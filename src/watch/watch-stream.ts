@@ -84,8 +84,10 @@ export class WatchStream implements WatchSubscriber, OwnedStream {
     this.clusterCheck = req.clusterCheck;
     this.body = new Readable({
       highWaterMark: HIGH_WATER_MARK,
+      // Node asks for more (`_read`) as the reader takes what would leave less than the high-water mark
+      // queued, before it is taken out of the queue: that is the moment to queue the next.
       read: () => {
-        if (this.body.readableLength < HIGH_WATER_MARK) for (const wake of this.waiters.splice(0)) wake();
+        for (const wake of this.waiters.splice(0)) wake();
       },
     });
   }
