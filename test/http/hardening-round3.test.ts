@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { AuditEventEntity } from '../../src/audit/audit-event.entity.js';
 import { AuditService } from '../../src/audit/audit.service.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { createUser } from '../support/factories.js';
+import { createUser, signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 
 async function auditRows(t: TestApp): Promise<AuditEventEntity[]> {
@@ -30,5 +30,66 @@ describe('CAS_TRUST_PROXY=1: only the proxy in front is believed (#8)', () => {
     assert.equal(res.status, 401);
     const row = (await auditRows(t)).find((r) => r.operation === 'login' && r.actorName === user.username);
     assert.equal(row?.clientAddress, '198.51.100.7');
+  });
+});
+
+describe('refused logins are tallied, not one audit row each (#7)', () => {
+  const ADDRESSES = ['192.0.2.10', '192.0.2.11'];
+  const MAX_FAILURES_PER_ADDRESS = 3;
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp({
+      env: { CAS_LOGIN_MAX_FAILURES_PER_ADDRESS: String(MAX_FAILURES_PER_ADDRESS), CAS_PASSWORD_HASH_QUEUE: '1000' },
+    });
+  });
+  after(() => t.close());
+
+  test('2,000 anonymous logins with chosen usernames add at most the stated bound of rows; a real row made meanwhile is kept', async () => {
+    const admin = await signedIn(t, 'admin');
+    const before = (await auditRows(t)).length;
+    const statuses: Record<number, number> = {};
+    let created: number | undefined;
+    for (let batch = 0; batch < 20; batch++) {
+      const answers = await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          t.app.inject({
+            method: 'POST',
+            url: '/api/v1/auth/login',
+            remoteAddress: ADDRESSES[i % 2],
+            payload: { username: `victim-${batch}-${i}`, password: 'guess-guess' },
+          }),
+        ),
+      );
+      for (const a of answers) statuses[a.statusCode] = (statuses[a.statusCode] ?? 0) + 1;
+      if (batch === 10) {
+        const res = await request(t.app, 'POST', '/api/v1/admin/users', {
+          token: admin.token,
+          body: { username: 'made-during-the-flood', password: 'a-fine-password-1' },
+        });
+        assert.equal(res.status, 201, res.text);
+        created = res.body.id;
+      }
+    }
+    assert.equal(statuses[429], 2000 - MAX_FAILURES_PER_ADDRESS * ADDRESSES.length, JSON.stringify(statuses));
+    const added = (await auditRows(t)).slice(before);
+    // Per address and window: the real attempts (401) plus at most 2 statuses × (10 names + 1 shared row).
+    const bound = ADDRESSES.length * (MAX_FAILURES_PER_ADDRESS + 2 * 11) + 1;
+    assert.ok(added.length <= bound, `${added.length} rows for 2,000 logins, bound ${bound}`);
+    const logins = added.filter((r) => r.operation === 'login');
+    assert.equal(
+      logins.reduce((sum, r) => sum + r.count, 0),
+      2000,
+      'every refused login is counted in some row',
+    );
+    const shared = logins.filter((r) => r.statusCode === 429 && r.actorName === null);
+    assert.equal(shared.length, ADDRESSES.length, 'past 10 usernames, one row per address without a name');
+    assert.ok(added.some((r) => r.operation === 'createUser' && r.targetId === String(created)));
+    // The tallies are listed like any row, with their count.
+    const listed = await request(t.app, 'GET', '/api/v1/admin/audit', {
+      token: admin.token,
+      query: { operation: 'login', size: '100' },
+    });
+    assert.equal(listed.status, 200);
+    assert.ok(listed.body.events.some((e: { count: number }) => e.count > 100), JSON.stringify(listed.body.events[0]));
   });
 });

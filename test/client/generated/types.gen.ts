@@ -757,6 +757,12 @@ export type AuditEventDto = {
      * Resource writes: the object's resourceVersion after the write.
      */
     resourceVersion: string | null;
+    /**
+     * How many calls the event stands for: 1, except for logins refused before any password check
+     * (429, 503), tallied per username, client address and login throttle window (`at` is the first).
+     * Past 10 usernames per address the name is null; past 10,000 tallies the address is null too.
+     */
+    count: number;
     actor: AuditActorDto;
     /**
      * The route's operationId.
