@@ -128,7 +128,21 @@ export class ApiKeysController {
     return this.apiKeys.listApiKeys();
   }
 
-  /** Creates an API key owned by the caller; the key is in this response only. */
+  /** One API key of any user (never the key itself). */
+  @Authenticated({ admin: true })
+  @Get(':id')
+  @ApiIdParam()
+  @ApiOkResponse({ type: ApiKeyDto })
+  @ApiErrors(400, 404)
+  getApiKey(@Param('id', ParseIdPipe) id: number): Promise<ApiKeyDto> {
+    return this.apiKeys.getApiKey(id);
+  }
+
+  /**
+   * Creates an API key owned by the caller; the key is in this response only. Created with an API
+   * key, it expires no later than that key. 409 for a name the caller's keys already use, or past
+   * CAS_API_KEYS_PER_USER keys.
+   */
   @Authenticated({ admin: true })
   @Post()
   @ApiCreatedResponse({ type: CreatedApiKeyDto })
@@ -163,7 +177,21 @@ export class OwnApiKeysController {
     return this.apiKeys.listApiKeys(ownerOf(caller));
   }
 
-  /** Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this response only. */
+  /** One of the caller's own API keys (another user's key: 404); never the key itself. */
+  @Authenticated()
+  @Get(':id')
+  @ApiIdParam()
+  @ApiOkResponse({ type: ApiKeyDto })
+  @ApiErrors(400, 404)
+  getOwnApiKey(@Auth() caller: Caller, @Param('id', ParseIdPipe) id: number): Promise<ApiKeyDto> {
+    return this.apiKeys.getApiKey(id, ownerOf(caller));
+  }
+
+  /**
+   * Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this
+   * response only. Created with an API key, it expires no later than that key. 409 for a name the
+   * caller's keys already use, or past CAS_API_KEYS_PER_USER keys.
+   */
   @Authenticated()
   @Post()
   @ApiCreatedResponse({ type: CreatedApiKeyDto })

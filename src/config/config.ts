@@ -40,6 +40,8 @@ export interface AppConfig {
   watch: WatchConfig;
   audit: AuditConfig;
   metrics: MetricsConfig;
+  /** API keys one user may own (CAS_API_KEYS_PER_USER); creating one more is a 409. */
+  apiKeysPerUser: number;
   /** Whether password login is open to every password user; when false only the super user may (break-glass). */
   passwordLogin: boolean;
   /** Single sign-on with OpenID Connect providers (CAS_OIDC_<ID>_*). */
@@ -534,6 +536,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     shutdownGraceSeconds: integer(env, 'CAS_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600),
     metrics,
+    apiKeysPerUser: integer(env, 'CAS_API_KEYS_PER_USER', 50, 1, 10000),
     passwordLogin: boolean(env, 'CAS_PASSWORD_LOGIN', true),
     oidc: oidcFrom(env, port),
     audit: auditFrom(env),

@@ -31,6 +31,8 @@ function caller(roles: string[], kind: Caller['kind'] = 'user'): Caller {
     isAdmin: roles.includes('admin'),
     rules: roles.flatMap((role) => (ROLES[role] ?? []).map((rule) => ({ role, ...rule }))),
     userId: 1,
+    userName: 'someone',
+    keyExpiresAt: null,
     sessionId: null,
   };
 }

@@ -1957,6 +1957,53 @@ export type DeleteApiKeyResponses = {
 
 export type DeleteApiKeyResponse = DeleteApiKeyResponses[keyof DeleteApiKeyResponses];
 
+export type GetApiKeyData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/admin/apikeys/{id}';
+};
+
+export type GetApiKeyErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetApiKeyError = GetApiKeyErrors[keyof GetApiKeyErrors];
+
+export type GetApiKeyResponses = {
+    200: ApiKeyDto;
+};
+
+export type GetApiKeyResponse = GetApiKeyResponses[keyof GetApiKeyResponses];
+
 export type ListOwnApiKeysData = {
     body?: never;
     path?: never;
@@ -2091,6 +2138,53 @@ export type DeleteOwnApiKeyResponses = {
 };
 
 export type DeleteOwnApiKeyResponse = DeleteOwnApiKeyResponses[keyof DeleteOwnApiKeyResponses];
+
+export type GetOwnApiKeyData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/auth/apikeys/{id}';
+};
+
+export type GetOwnApiKeyErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetOwnApiKeyError = GetOwnApiKeyErrors[keyof GetOwnApiKeyErrors];
+
+export type GetOwnApiKeyResponses = {
+    200: ApiKeyDto;
+};
+
+export type GetOwnApiKeyResponse = GetOwnApiKeyResponses[keyof GetOwnApiKeyResponses];
 
 export type ListAuthProvidersData = {
     body?: never;
