@@ -32,7 +32,7 @@ import {
   LoginResponseDto,
   type CurrentUserDto,
 } from './dto/auth.dto.js';
-import { SESSION_COOKIE, setSessionCookie } from './session-cookie.js';
+import { clearSessionCookie, setSessionCookie } from './session-cookie.js';
 
 const SESSION_COOKIE_HEADER = (description: string) => ({
   description,
@@ -58,7 +58,11 @@ export class AuthController {
   @HttpCode(200)
   @ApiOkResponse({
     type: LoginResponseDto,
-    headers: { 'Set-Cookie': SESSION_COOKIE_HEADER('Sets the HttpOnly session cookie `cas_session`') },
+    headers: {
+      'Set-Cookie': SESSION_COOKIE_HEADER(
+        'Sets the HttpOnly session cookie: `cas_session`, or over https `__Host-cas_session` (Secure)',
+      ),
+    },
   })
   @ApiErrors(400, {
     401: 'Unknown user, wrong password or disabled user (the same answer for each)',
@@ -87,9 +91,13 @@ export class AuthController {
     type: SuccessResponseDto,
     headers: { 'Set-Cookie': SESSION_COOKIE_HEADER('Clears the session cookie') },
   })
-  async logout(@Auth() caller: Caller, @Res({ passthrough: true }) reply: FastifyReply): Promise<SuccessResponseDto> {
+  async logout(
+    @Auth() caller: Caller,
+    @Req() request: FastifyRequest,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<SuccessResponseDto> {
     if (caller.sessionId !== null) await this.auth.logout(caller.sessionId);
-    reply.clearCookie(SESSION_COOKIE, { path: '/' });
+    clearSessionCookie(request, reply);
     return { success: true };
   }
 

@@ -93,3 +93,57 @@ describe('refused logins are tallied, not one audit row each (#7)', () => {
     assert.ok(listed.body.events.some((e: { count: number }) => e.count > 100), JSON.stringify(listed.body.events[0]));
   });
 });
+
+describe('the session cookie: Secure and __Host- over https, through a trusted proxy too (#14)', () => {
+  let behindProxy: TestApp;
+  let direct: TestApp;
+  before(async () => {
+    behindProxy = await startTestApp({ env: { CAS_TRUST_PROXY: '1' } });
+    direct = await startTestApp();
+  });
+  after(async () => {
+    await behindProxy.close();
+    await direct.close();
+  });
+
+  const loginCookie = async (t: TestApp, headers: Record<string, string>) => {
+    const user = await createUser(t);
+    const res = await request(t.app, 'POST', '/api/v1/auth/login', {
+      body: { username: user.username, password: user.password },
+      headers,
+    });
+    assert.equal(res.status, 200, res.text);
+    return { cookie: String(res.headers['set-cookie']), token: res.body.token as string };
+  };
+
+  test('https at a trusted proxy: __Host-cas_session, Secure, Path=/, no Domain; read back under that name', async () => {
+    const { cookie, token } = await loginCookie(behindProxy, { 'x-forwarded-proto': 'https' });
+    assert.match(cookie, /^__Host-cas_session=cas_sess_/);
+    assert.match(cookie, /; Secure/);
+    assert.match(cookie, /; Path=\/(;|$)/);
+    assert.match(cookie, /; HttpOnly/);
+    assert.doesNotMatch(cookie, /Domain=/i);
+    const me = await request(behindProxy.app, 'GET', '/api/v1/auth/me', {
+      headers: { cookie: `__Host-cas_session=${token}` },
+    });
+    assert.equal(me.status, 200, me.text);
+    const out = await request(behindProxy.app, 'POST', '/api/v1/auth/logout', {
+      headers: { cookie: `__Host-cas_session=${token}`, 'x-forwarded-proto': 'https' },
+    });
+    assert.equal(out.status, 200);
+    assert.match(String(out.headers['set-cookie']), /__Host-cas_session=;/);
+  });
+
+  test('plain http (or a forwarded https the service does not trust): cas_session without Secure, still read', async () => {
+    for (const [t, headers] of [
+      [behindProxy, {}],
+      [direct, { 'x-forwarded-proto': 'https' }],
+    ] as const) {
+      const { cookie, token } = await loginCookie(t, headers);
+      assert.match(cookie, /^cas_session=cas_sess_/);
+      assert.doesNotMatch(cookie, /Secure/);
+      const me = await request(t.app, 'GET', '/api/v1/auth/me', { headers: { cookie: `cas_session=${token}` } });
+      assert.equal(me.status, 200);
+    }
+  });
+});
