@@ -86,6 +86,11 @@ export class Authorizer {
     return deny(`your roles do not allow ${verb} on cluster '${cluster}'`);
   }
 
+  /** Whether any rule of the caller applies on this cluster (an admin's: every cluster). */
+  grantsAnythingOn(caller: Caller, cluster: string): boolean {
+    return caller.isAdmin || (caller.rules ?? []).some((r) => coversName(r.clusters, cluster));
+  }
+
   /** The caller's effective rules on one cluster (what `GET /auth/me/permissions` shows). */
   permissions(caller: Caller, cluster: string): Permissions {
     return {

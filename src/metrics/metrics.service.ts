@@ -11,7 +11,9 @@ import type { IncomingMessage } from 'node:http';
 import { Repository } from 'typeorm';
 import { Authorizer, type AccessRequest } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
+import { AddressNotAllowedError } from '../clusters/address-policy.js';
 import { ClusterEntity } from '../clusters/cluster.entity.js';
+import { ClusterTimeoutError } from '../clusters/cluster-request.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { validateName, validateNamespace, ALL_NAMESPACES } from '../resources/resource-path.js';
 import type {
@@ -73,6 +75,22 @@ function params(values: Record<string, string | number | string[] | undefined>):
  * series, so it needs `get` on the pseudo-resource `metrics`; the usage routes run PromQL the
  * service writes and are authorized like reading that pod or node.
  */
+/**
+ * The 502/504 for an endpoint that could not be reached, naming the cluster but never the endpoint's
+ * host or address: callers may query metrics without being allowed to see where Prometheus runs.
+ * An error code (ECONNREFUSED, ENOTFOUND) says enough; a message may carry the host.
+ */
+export function unreachable(cluster: string, error: unknown, timeoutMs: number): Error {
+  if (error instanceof AddressNotAllowedError) {
+    return new BadGatewayException(
+      `the metrics endpoint of cluster '${cluster}' could not be reached (its address is link-local or a cloud metadata address, which is refused)`,
+    );
+  }
+  if (error instanceof ClusterTimeoutError) return metricsFailure(cluster, error, timeoutMs);
+  const code = (error as NodeJS.ErrnoException)?.code;
+  return metricsFailure(cluster, { code: typeof code === 'string' && code ? code : 'error' }, timeoutMs);
+}
+
 @Injectable()
 export class MetricsService {
   constructor(
@@ -189,7 +207,7 @@ export class MetricsService {
     try {
       res = await requestPrometheus(endpoint, path, query, timeoutMs);
     } catch (error) {
-      throw metricsFailure(endpoint.cluster, error, timeoutMs);
+      throw unreachable(endpoint.cluster, error, timeoutMs);
     }
     const type = String(res.headers['content-type'] ?? '');
     if (!/^application\/json\b/i.test(type)) {
@@ -215,7 +233,7 @@ export class MetricsService {
       if (error instanceof SyntaxError) {
         throw new BadGatewayException(`the metrics endpoint of cluster '${endpoint.cluster}' answered invalid JSON`);
       }
-      throw metricsFailure(endpoint.cluster, error, timeoutMs);
+      throw unreachable(endpoint.cluster, error, timeoutMs);
     }
     if (answer.status !== 'success' || answer.data?.resultType !== 'matrix') {
       throw new BadGatewayException(

@@ -4,7 +4,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AuditEventEntity } from '../../src/audit/audit-event.entity.js';
 import { AuditService } from '../../src/audit/audit.service.js';
+import { AddressNotAllowedError } from '../../src/clusters/address-policy.js';
+import { ClusterTimeoutError } from '../../src/clusters/cluster-request.js';
+import { unreachable } from '../../src/metrics/metrics.service.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { registerCluster } from '../support/clusters.js';
+import { closedPort, contextFor, kubeconfigYaml, testCertificates } from '../support/kubeconfigs.js';
 import { createUser, signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 
@@ -90,7 +95,10 @@ describe('refused logins are tallied, not one audit row each (#7)', () => {
       query: { operation: 'login', size: '100' },
     });
     assert.equal(listed.status, 200);
-    assert.ok(listed.body.events.some((e: { count: number }) => e.count > 100), JSON.stringify(listed.body.events[0]));
+    assert.ok(
+      listed.body.events.some((e: { count: number }) => e.count > 100),
+      JSON.stringify(listed.body.events[0]),
+    );
   });
 });
 
@@ -145,5 +153,53 @@ describe('the session cookie: Secure and __Host- over https, through a trusted p
       const me = await request(t.app, 'GET', '/api/v1/auth/me', { headers: { cookie: `cas_session=${token}` } });
       assert.equal(me.status, 200);
     }
+  });
+});
+
+describe('what callers learn about clusters and keys they have nothing to do with (#15)', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp();
+  });
+  after(() => t.close());
+
+  test('GET /clusters lists only the clusters the caller has a rule for; admins and viewers (clusters *) all', async () => {
+    const admin = await signedIn(t, 'admin');
+    const certs = await testCertificates();
+    const server = `https://127.0.0.1:${await closedPort()}`;
+    const config = (name: string) =>
+      kubeconfigYaml([
+        contextFor(
+          { server, caData: certs.caData, adminCertData: certs.certData, adminKeyData: certs.keyData, adminToken: 'x' },
+          { name },
+        ),
+      ]);
+    for (const name of ['alpha', 'beta', 'gamma']) await registerCluster(t, admin.token, name, config(name));
+    const role = await request(t.app, 'POST', '/api/v1/admin/roles', {
+      token: admin.token,
+      body: {
+        name: 'beta-dev',
+        rules: [{ clusters: ['beta'], namespaces: ['dev'], resources: ['pods'], verbs: ['get'] }],
+      },
+    });
+    assert.equal(role.status, 201, role.text);
+    const names = async (token: string) =>
+      (await request(t.app, 'GET', '/api/v1/clusters', { token })).body.map((c: { name: string }) => c.name);
+    assert.deepEqual(await names((await signedIn(t, 'beta-dev')).token), ['beta']);
+    assert.deepEqual(await names(admin.token), ['alpha', 'beta', 'gamma']);
+    assert.deepEqual(await names((await signedIn(t, 'viewer')).token), ['alpha', 'beta', 'gamma']);
+  });
+
+  test('a metrics 502 names the cluster, never the endpoint host', () => {
+    for (const error of [
+      new AddressNotAllowedError('prometheus.internal.example resolves to a link-local address (169.254.0.5)'),
+      new Error('getaddrinfo failed for prometheus.internal.example'),
+      Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:9090'), { code: 'ECONNREFUSED' }),
+    ]) {
+      const failure = unreachable('prod', error, 5000);
+      assert.match(failure.message, /metrics endpoint of cluster 'prod' could not be reached/);
+      assert.doesNotMatch(failure.message, /prometheus\.internal|10\.1\.2\.3|169\.254/, failure.message);
+    }
+    assert.match(unreachable('prod', new ClusterTimeoutError('t'), 5000).message, /did not answer within 5 s/);
   });
 });

@@ -763,9 +763,11 @@ export const importClusters = <ThrowOnError extends boolean = false>(options: Op
 });
 
 /**
- * The enabled clusters, for a cluster picker: any signed-in user or API key may call it.
+ * The enabled clusters the caller has a rule for (an admin: all of them), for a cluster picker:
+ * any caller with a role may call it.
  *
- * The enabled clusters, for a cluster picker: any signed-in user or API key may call it.
+ * The enabled clusters the caller has a rule for (an admin: all of them), for a cluster picker:
+ * any caller with a role may call it.
  *
  * Needs a signed-in user or an API key with a role.
  */
