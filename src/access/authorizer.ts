@@ -7,7 +7,7 @@ import {
   coversResource,
   coversVerb,
   type GrantedRule,
-  NAMED_ONLY_RESOURCES,
+  isNamedOnly,
   type Verb,
 } from './rules.js';
 
@@ -109,7 +109,7 @@ export class Authorizer {
     const forAction = onCluster.filter((r) => coversVerb(r.verbs, verb) && coversResource(r.resources, resource));
     if (forAction.length === 0) {
       const byWildcard = onCluster.some((r) => coversVerb(r.verbs, verb) && r.resources.includes(ANY));
-      if (byWildcard && NAMED_ONLY_RESOURCES.has(resource)) {
+      if (byWildcard && isNamedOnly(resource)) {
         return `${verb} on ${resource} needs a role that names '${resource}' (a '*' does not cover it)`;
       }
       return `your roles do not allow ${verb} on ${resource} on cluster '${cluster}'`;

@@ -24,5 +24,7 @@ import { UpstreamClient } from './upstream.js';
     ApiResourcesService,
     SubresourcesService,
   ],
+  // can-i (access/) resolves types and scopes exactly as the routes do.
+  exports: [ResourcesService],
 })
 export class ResourcesModule {}

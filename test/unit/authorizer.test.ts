@@ -20,6 +20,8 @@ const ROLES: Record<string, AccessRule[]> = {
   'secret-reader': [{ clusters: ['a'], namespaces: ['*'], resources: ['secrets'], verbs: ['get'] }],
   'node-admin': [{ clusters: ['b'], namespaces: ['*'], resources: ['nodes', 'metrics'], verbs: ['*'] }],
   empty: [],
+  'shop-all': [{ clusters: ['a'], namespaces: ['shop'], resources: ['*'], verbs: ['*'] }],
+  'shop-status': [{ clusters: ['a'], namespaces: ['shop'], resources: ['pods/status'], verbs: ['patch'] }],
 };
 
 function caller(roles: string[], kind: Caller['kind'] = 'user'): Caller {
@@ -50,6 +52,15 @@ const cases: Case[] = [
   [['admin'], 'delete', 'a', 'secrets', 'kube-system', true],
   [['admin'], 'get', 'a', 'metrics', null, true],
   [['admin'], 'create', 'zzz', 'widgets.example.com', null, true],
+  [['admin'], 'update', 'a', 'pods/status', 'shop', true],
+  // status writes (issue 29 #13): only a rule naming <resource>/status grants them
+  [['shop-all'], 'patch', 'a', 'pods', 'shop', true],
+  [['shop-all'], 'patch', 'a', 'pods/status', 'shop', false],
+  [['shop-all'], 'update', 'a', 'deployments.apps/status', 'shop', false],
+  [['shop-status'], 'patch', 'a', 'pods/status', 'shop', true],
+  [['shop-status'], 'update', 'a', 'pods/status', 'shop', false],
+  [['shop-status'], 'patch', 'a', 'pods/status', 'web', false],
+  [['viewer'], 'patch', 'a', 'pods/status', 'shop', false],
   // viewer: unchanged meaning
   [['viewer'], 'get', 'a', 'configmaps', 'default', true],
   [['viewer'], 'list', 'a', 'deployments.apps', null, true],

@@ -40,9 +40,15 @@ export const getMyPermissions = <ThrowOnError extends boolean = false>(options: 
 });
 
 /**
- * Whether the caller may do one thing, and why (the 403 message a route would give).
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
+ * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
+ * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
+ * namespace answer `allowed: false` saying so.
  *
- * Whether the caller may do one thing, and why (the 403 message a route would give).
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
+ * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
+ * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
+ * namespace answer `allowed: false` saying so.
  *
  * Needs a signed-in user or an API key with a role.
  */

@@ -14,7 +14,7 @@ export type PermissionRuleDto = {
      */
     namespaces: Array<string>;
     /**
-     * `*` stands for every resource except `secrets` and `metrics`.
+     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
      */
     resources: Array<string>;
     verbs: Array<string>;
@@ -54,7 +54,9 @@ export type ErrorResponseDto = {
 export type CanIDto = {
     cluster: string;
     /**
-     * As the routes name it after discovery: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise (`deployments.apps`).
+     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
+     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
+     * subresource (read with `get`, written with `update`/`patch`).
      */
     resource: string;
     /**
@@ -204,7 +206,7 @@ export type RoleRuleDto = {
      */
     namespaces: Array<string>;
     /**
-     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets` and `metrics`, which a rule must name
+     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics` and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name
      */
     resources: Array<string>;
     /**
@@ -1004,9 +1006,17 @@ export type CheckPermissionErrors = {
      */
     415: ErrorResponseDto;
     /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
      * The service is shutting down; try again (another replica answers)
      */
     503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
 };
 
 export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
