@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { type Dispatcher, util as undiciUtil } from 'undici';
 import { outcomeOfStatus, recordClusterRequest } from '../metrics/service-metrics.js';
-import type { Impersonation } from '../access/impersonation.js';
+import { type Impersonation, impersonationHeaders } from '../access/impersonation.js';
 import { AddressNotAllowedError } from './address-policy.js';
 import type { ClusterConnection } from './cluster-connection.js';
 
@@ -323,19 +323,6 @@ class SettlingHandler implements Dispatcher.DispatchHandler {
 }
 
 const EMPTY = Buffer.alloc(0);
-
-/** Printable ASCII, no leading or trailing space, bounded: nothing that could end a header or start another. */
-const SAFE_HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?$/;
-
-export function impersonationHeaders(impersonate: Impersonation): Record<string, string | string[]> {
-  for (const value of [impersonate.user, ...impersonate.groups]) {
-    if (!SAFE_HEADER_VALUE.test(value))
-      throw new Error(`refusing to impersonate with an unsafe value ${JSON.stringify(value)}`);
-  }
-  const headers: Record<string, string | string[]> = { 'impersonate-user': impersonate.user };
-  if (impersonate.groups.length) headers['impersonate-group'] = impersonate.groups;
-  return headers;
-}
 
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED',

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Authorizer, type Verb } from '../../src/access/authorizer.js';
-import { impersonationFor } from '../../src/access/impersonation.js';
+import { impersonationFor, impersonationHeaders } from '../../src/access/impersonation.js';
 import type { AccessRule } from '../../src/access/rules.js';
 import type { Caller } from '../../src/auth/caller.js';
-import { impersonationHeaders } from '../../src/clusters/cluster-request.js';
 import { BUILT_IN_RULES } from '../../src/database/migrations/common/1795351998878-RoleRulesKeyOwners.data.js';
 
 const authorizer = new Authorizer();
@@ -174,15 +173,30 @@ describe('authorizer', () => {
     assert.equal(authorizer.permissions(caller(['admin']), 'b').admin, true);
   });
 
-  test('impersonation: cas:<username>, cas:key:<name>, one group per role; unsafe values are refused', () => {
+  test('impersonation: cas:<username>; a key as its owner with extra cas-key; one group per role; unsafe values are refused', () => {
     assert.deepEqual(impersonationFor(caller(['viewer', 'shop-dev'])), {
       user: 'cas:someone',
       groups: ['cas:role:viewer', 'cas:role:shop-dev'],
     });
-    assert.deepEqual(impersonationFor({ ...caller(['viewer'], 'apiKey'), name: 'ci deployer' }), {
-      user: 'cas:key:ci deployer',
-      groups: ['cas:role:viewer'],
+    assert.deepEqual(
+      impersonationFor({ ...caller(['viewer'], 'apiKey'), id: 42, name: 'ci deployer', userName: 'bob' }),
+      {
+        user: 'cas:bob',
+        groups: ['cas:role:viewer'],
+        extra: { 'cas-key': ['42'] },
+      },
+    );
+    assert.deepEqual(impersonationHeaders({ user: 'cas:bob', groups: [], extra: { 'cas-key': ['42'] } }), {
+      'impersonate-user': 'cas:bob',
+      'impersonate-extra-cas-key': ['42'],
     });
+    for (const badKey of ['Cas-Key', 'cas key', 'cas:key', '', 'x\r\ny']) {
+      assert.throws(() => impersonationHeaders({ user: 'cas:a', groups: [], extra: { [badKey]: ['1'] } }), /unsafe/);
+    }
+    assert.throws(
+      () => impersonationHeaders({ user: 'cas:a', groups: [], extra: { 'cas-key': ['1\r\nx: y'] } }),
+      /unsafe/,
+    );
     assert.deepEqual(impersonationHeaders({ user: 'cas:a', groups: ['cas:role:x', 'cas:role:y'] }), {
       'impersonate-user': 'cas:a',
       'impersonate-group': ['cas:role:x', 'cas:role:y'],
