@@ -57,7 +57,9 @@ export class RouteAccess {
     const status = question.resource.endsWith(STATUS_SUFFIX);
     const resource = status ? question.resource.slice(0, -STATUS_SUFFIX.length) : question.resource;
     if (verb === 'log' && (status || resource !== 'pods')) {
-      return deny(`log is served for pods only (GET /api/v1/pods/<namespace>/<name>/log), not for ${question.resource}`);
+      return deny(
+        `log is served for pods only (GET /api/v1/pods/<namespace>/<name>/log), not for ${question.resource}`,
+      );
     }
     if (status && !['get', 'update', 'patch'].includes(verb)) {
       return deny(`status is read with get and written with update or patch; there is no route to ${verb} it`);

@@ -115,12 +115,22 @@ describe('CAS_TRUST_PROXY (issue 29 #8)', () => {
       // `expected` hops are proxies, the next one is the client.
       assert.equal(typeof trust, 'function', raw);
       const trusts = trust as (address: string, hop: number) => boolean;
-      for (let hop = 0; hop <= expected + 1; hop++) assert.equal(trusts('10.0.0.1', hop), hop < expected, `${raw} ${hop}`);
+      for (let hop = 0; hop <= expected + 1; hop++)
+        assert.equal(trusts('10.0.0.1', hop), hop < expected, `${raw} ${hop}`);
     }
   });
 
   test('anything else stops start-up with a message naming the variable and the bad entry', () => {
-    for (const raw of ['maybe', '10.0.0.0/33', 'fd00::/129', '10.0.0.1/8/1', '10.0.0.1,', 'proxy.example', '101', '-1']) {
+    for (const raw of [
+      'maybe',
+      '10.0.0.0/33',
+      'fd00::/129',
+      '10.0.0.1/8/1',
+      '10.0.0.1,',
+      'proxy.example',
+      '101',
+      '-1',
+    ]) {
       assert.throws(
         () => loadConfig({ CAS_TRUST_PROXY: raw }),
         (e: Error) => e instanceof ConfigError && /CAS_TRUST_PROXY/.test(e.message),
