@@ -71,7 +71,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
         type: 'apiKey',
         in: 'cookie',
         name: SESSION_COOKIE,
-        description: `The HttpOnly session cookie login sets. Used only when the request has no \`Authorization\` header.`,
+        description: `The HttpOnly session cookie login sets (over https named \`__Host-cas_session\`, which is read too). Used only when the request has no \`Authorization\` header.`,
       },
       SECURITY_SCHEMES.cookie,
     );

@@ -10,6 +10,7 @@ import { ClusterEntity } from '../clusters/cluster.entity.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { Authorizer } from './authorizer.js';
 import { CanIDto, DecisionDto, namespaceOf, PermissionsDto, PermissionsQueryDto } from './dto/access.dto.js';
+import { RouteAccess } from './route-access.js';
 
 /**
  * What the caller may do, for a frontend to hide what it cannot. Both answers come from the
@@ -21,6 +22,7 @@ import { CanIDto, DecisionDto, namespaceOf, PermissionsDto, PermissionsQueryDto 
 export class AccessController {
   constructor(
     private readonly authorizer: Authorizer,
+    private readonly routes: RouteAccess,
     @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
   ) {}
 
@@ -35,12 +37,17 @@ export class AccessController {
     return { cluster: query.cluster, ...permissions };
   }
 
-  /** Whether the caller may do one thing, and why (the 403 message a route would give). */
+  /**
+   * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
+   * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
+   * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
+   * namespace answer `allowed: false` saying so.
+   */
   @Authenticated()
   @Post('can-i')
   @HttpCode(200)
   @ApiOkResponse({ type: DecisionDto })
-  @ApiErrors(400, 404)
+  @ApiErrors(400, 404, 502, 504)
   async checkPermission(
     @Auth() caller: Caller,
     @Body() dto: CanIDto,
@@ -50,7 +57,7 @@ export class AccessController {
     const attempt = this.authorizer.mayAttempt(caller, dto.verb, dto.cluster);
     if (!attempt.allowed) return attempt;
     await this.assertExists(dto.cluster);
-    return this.authorizer.can(caller, {
+    return this.routes.decide(caller, {
       verb: dto.verb,
       cluster: dto.cluster,
       resource: dto.resource,

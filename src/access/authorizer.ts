@@ -7,7 +7,7 @@ import {
   coversResource,
   coversVerb,
   type GrantedRule,
-  NAMED_ONLY_RESOURCES,
+  isNamedOnly,
   type Verb,
 } from './rules.js';
 
@@ -86,6 +86,11 @@ export class Authorizer {
     return deny(`your roles do not allow ${verb} on cluster '${cluster}'`);
   }
 
+  /** Whether any rule of the caller applies on this cluster (an admin's: every cluster). */
+  grantsAnythingOn(caller: Caller, cluster: string): boolean {
+    return caller.isAdmin || (caller.rules ?? []).some((r) => coversName(r.clusters, cluster));
+  }
+
   /** The caller's effective rules on one cluster (what `GET /auth/me/permissions` shows). */
   permissions(caller: Caller, cluster: string): Permissions {
     return {
@@ -104,7 +109,7 @@ export class Authorizer {
     const forAction = onCluster.filter((r) => coversVerb(r.verbs, verb) && coversResource(r.resources, resource));
     if (forAction.length === 0) {
       const byWildcard = onCluster.some((r) => coversVerb(r.verbs, verb) && r.resources.includes(ANY));
-      if (byWildcard && NAMED_ONLY_RESOURCES.has(resource)) {
+      if (byWildcard && isNamedOnly(resource)) {
         return `${verb} on ${resource} needs a role that names '${resource}' (a '*' does not cover it)`;
       }
       return `your roles do not allow ${verb} on ${resource} on cluster '${cluster}'`;

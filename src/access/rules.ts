@@ -13,6 +13,18 @@ export const ANY = '*';
 export const NAMED_ONLY_RESOURCES: ReadonlySet<string> = new Set(['secrets', 'metrics']);
 
 /**
+ * The subresource a rule names apart from its resource (`pods/status`, `deployments.apps/status`):
+ * writing an object's status is what its controller does, and Kubernetes RBAC keeps it separate
+ * from writing the object. Reading status is reading the object.
+ */
+export const STATUS_SUFFIX = '/status';
+
+/** Whether only a rule naming the resource grants it: Secrets, metrics, and every `<resource>/status`. */
+export function isNamedOnly(resource: string): boolean {
+  return NAMED_ONLY_RESOURCES.has(resource) || resource.endsWith(STATUS_SUFFIX);
+}
+
+/**
  * One grant: every combination of the listed clusters, namespaces, resources and verbs is allowed.
  * Each list holds exact names or `*`; nothing else (no patterns, no negation). A request without a
  * namespace (cluster-scoped objects, lists across all namespaces) needs `namespaces: ['*']`.
@@ -34,7 +46,7 @@ export function coversName(list: readonly string[], value: string): boolean {
 }
 
 export function coversResource(list: readonly string[], resource: string): boolean {
-  return list.includes(resource) || (list.includes(ANY) && !NAMED_ONLY_RESOURCES.has(resource));
+  return list.includes(resource) || (list.includes(ANY) && !isNamedOnly(resource));
 }
 
 export function coversNamespace(list: readonly string[], namespace: string | null): boolean {

@@ -73,4 +73,11 @@ export class AuditEventEntity {
 
   @Column({ name: 'resource_version', type: 'varchar', length: 64, nullable: true })
   resourceVersion: string | null;
+
+  /**
+   * How many calls the row stands for: 1, except for logins refused before any password check (429,
+   * 503), which are tallied per username, client address and throttle window (refused-logins.ts).
+   */
+  @Column({ type: 'integer', default: 1 })
+  count: number;
 }

@@ -124,7 +124,17 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     name: isResourceRoute ? clip(params.name, 253) : null,
     uid: version.uid,
     resourceVersion: version.resourceVersion,
+    count: 1,
   };
+}
+
+/**
+ * A login refused before any password was checked: by the throttle (429) or because the hashing
+ * queue was full (503). It costs the caller nothing and names whatever username the caller chose,
+ * so these are tallied rather than stored one by one (refused-logins.ts).
+ */
+export function isRefusedLogin(row: AuditRow): boolean {
+  return row.operation === 'login' && row.actorId === null && (row.statusCode === 429 || row.statusCode === 503);
 }
 
 /** Whether a create's response should be kept (until the row is built) for the new object's id. */

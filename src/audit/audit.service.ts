@@ -4,7 +4,8 @@ import { LessThan, Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import type { AuditEventDto, AuditEventListDto, ListAuditEventsQueryDto } from './dto/audit.dto.js';
 import { AuditEventEntity } from './audit-event.entity.js';
-import type { AuditRow } from './audit-row.js';
+import { type AuditRow, isRefusedLogin } from './audit-row.js';
+import { RefusedLoginTally } from './refused-logins.js';
 
 /** Rows written by one INSERT. */
 const BATCH_SIZE = 200;
@@ -13,7 +14,10 @@ const BATCH_SIZE = 200;
  * driver blocks the event loop while it commits) for every call in that window, not one per call.
  */
 const GATHER_MS = 100;
-/** Rows waiting while the database is slow or down; beyond this new rows are dropped (and the loss logged). */
+/**
+ * Rows waiting while the database is slow or down; beyond this a new row takes the place of a queued
+ * tally of refused logins, or, when there is none, is dropped (and the loss logged).
+ */
 const MAX_QUEUED = 10_000;
 
 /** The row's properties in column order, and the columns they go to. */
@@ -36,6 +40,7 @@ const ROW_KEYS = [
   'name',
   'uid',
   'resourceVersion',
+  'count',
 ] as const satisfies ReadonlyArray<keyof AuditRow>;
 const COLUMNS = ROW_KEYS.map((key) => `"${key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}"`).join(', ');
 
@@ -59,6 +64,7 @@ export function toAuditEventResponse(e: AuditEventEntity): AuditEventDto {
     },
     uid: e.uid,
     resourceVersion: e.resourceVersion,
+    count: e.count,
   };
 }
 
@@ -73,23 +79,28 @@ export class AuditService implements OnModuleDestroy {
   private writing?: Promise<void>;
   private dropped = 0;
   private wake?: () => void;
+  private readonly refusedLogins: RefusedLoginTally;
+  private tallyTimer?: NodeJS.Timeout;
+  private tallyDue = Infinity;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @InjectRepository(AuditEventEntity) private readonly events: Repository<AuditEventEntity>,
-  ) {}
-
-  record(row: AuditRow): void {
-    if (this.queue.length >= MAX_QUEUED) {
-      this.dropped++;
-      return;
-    }
-    this.queue.push(row);
-    this.kick();
+  ) {
+    this.refusedLogins = new RefusedLoginTally(config.loginThrottle.windowSeconds * 1000);
   }
 
-  /** Resolves once every row recorded so far is stored (or its failure logged). */
+  record(row: AuditRow): void {
+    if (isRefusedLogin(row)) {
+      this.scheduleTallies(this.refusedLogins.add(row));
+      return;
+    }
+    this.enqueue([row]);
+  }
+
+  /** Resolves once every row recorded so far is stored (or its failure logged), tallies of refused logins included. */
   async flush(): Promise<void> {
+    this.enqueue(this.refusedLogins.take());
     while (this.writing) {
       this.wake?.();
       await this.writing;
@@ -97,7 +108,48 @@ export class AuditService implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
+    clearTimeout(this.tallyTimer);
     await this.flush();
+  }
+
+  private enqueue(rows: AuditRow[]): void {
+    for (const row of rows) {
+      if (this.queue.length >= MAX_QUEUED && !this.evictTally()) {
+        this.dropped++;
+        continue;
+      }
+      this.queue.push(row);
+    }
+    this.kick();
+  }
+
+  /** A full queue gives up a tally of refused logins (newest first) rather than a row of a real call. */
+  private evictTally(): boolean {
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      if (isRefusedLogin(this.queue[i])) {
+        this.queue.splice(i, 1);
+        this.dropped++;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Writes the tallies of ended windows when the earliest one ends. */
+  private scheduleTallies(due: number): void {
+    if (due >= this.tallyDue) return;
+    clearTimeout(this.tallyTimer);
+    this.tallyDue = due;
+    this.tallyTimer = setTimeout(
+      () => {
+        this.tallyDue = Infinity;
+        this.enqueue(this.refusedLogins.take(Date.now()));
+        const next = this.refusedLogins.nextDue();
+        if (next !== undefined) this.scheduleTallies(next);
+      },
+      Math.max(0, due - Date.now()),
+    );
+    this.tallyTimer.unref();
   }
 
   private kick(): void {

@@ -13,15 +13,19 @@ import { RoleEntity } from '../users/role.entity.js';
 import { UserEntity } from '../users/user.entity.js';
 
 @Entity('api_keys')
+@Index('idx_api_keys_owner_name', ['ownerId', 'nameKey'], { unique: true })
 export class ApiKeyEntity {
   @PrimaryGeneratedColumn()
   id: number;
 
-  /** Unique ignoring case, like usernames (stored lower-cased in nameKey). */
+  /**
+   * Unique among its owner's keys, ignoring case (stored lower-cased in nameKey): not across users,
+   * so a 409 tells nobody the names of other users' keys.
+   */
   @Column({ type: 'varchar', length: 100 })
   name: string;
 
-  @Column({ name: 'name_key', type: 'varchar', length: 100, unique: true })
+  @Column({ name: 'name_key', type: 'varchar', length: 100 })
   nameKey: string;
 
   /** The user the key acts for: it acts with its own roles intersected with the owner's current ones. */

@@ -2,11 +2,13 @@ import {
   BadRequestException,
   ConflictException,
   ForbiddenException,
+  Inject,
   Injectable,
   NotFoundException,
 } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { In, Repository } from 'typeorm';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { isUniqueViolation, Transactions } from '../database/transactions.js';
 import { ROLE_ADMIN, ROLE_VIEWER, RoleEntity } from '../users/role.entity.js';
 import { ApiKeyEntity } from './api-key.entity.js';
@@ -41,6 +43,7 @@ export function toApiKeyResponse(key: ApiKeyEntity): ApiKeyDto {
 @Injectable()
 export class ApiKeysService {
   constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly transactions: Transactions,
     @InjectRepository(ApiKeyEntity) private readonly keys: Repository<ApiKeyEntity>,
   ) {}
@@ -55,23 +58,45 @@ export class ApiKeysService {
     return keys.map(toApiKeyResponse);
   }
 
+  /** One key (of this owner only, when given: another user's key is a 404 like a missing one). */
+  async getApiKey(id: number, ownerId?: number): Promise<ApiKeyDto> {
+    const key = await this.keys.findOne({
+      where: ownerId === undefined ? { id } : { id, ownerId },
+      relations: { roles: true, owner: true },
+    });
+    if (!key) throw new NotFoundException(`API key ${id} not found`);
+    return toApiKeyResponse(key);
+  }
+
   /**
    * A key for the caller's user (an API key caller creates one for its owner). Each role must exist
-   * and be held by the caller: nobody hands out more than they have.
+   * and be held by the caller: nobody hands out more than they have. A key made with a key never
+   * outlives it (its expiry is capped at the creating key's), and a user owns at most
+   * CAS_API_KEYS_PER_USER keys.
    */
   async createApiKey(dto: CreateApiKeyDto, caller: Caller): Promise<CreatedApiKeyDto> {
     if (dto.role !== undefined && dto.roles !== undefined)
       throw new BadRequestException(['send role or roles, not both']);
     const names = dto.roles ?? (dto.role !== undefined ? [dto.role] : []);
     if (names.length === 0) throw new BadRequestException(['roles must name at least one role']);
-    const expiresAt = dto.expiresAt ? new Date(dto.expiresAt) : null;
+    let expiresAt = dto.expiresAt ? new Date(dto.expiresAt) : null;
     if (expiresAt && expiresAt.getTime() <= Date.now()) {
       throw new BadRequestException(['expiresAt must be in the future']);
+    }
+    if (caller.keyExpiresAt !== null && (expiresAt === null || expiresAt.getTime() > caller.keyExpiresAt)) {
+      expiresAt = new Date(caller.keyExpiresAt);
     }
     if (caller.userId === null) throw new ForbiddenException('an API key needs a user to belong to');
     const ownerId = caller.userId;
     const key = generateSecret(API_KEY_PREFIX);
     const id = await this.transactions.run(['users'], async (manager) => {
+      // Counted under the 'users' lock: concurrent creates on any replica cannot pass the limit together.
+      const owned = await manager.countBy(ApiKeyEntity, { ownerId });
+      if (owned >= this.config.apiKeysPerUser) {
+        throw new ConflictException(
+          `a user may own at most ${this.config.apiKeysPerUser} API keys (CAS_API_KEYS_PER_USER); delete one first`,
+        );
+      }
       const roles = await manager.findBy(RoleEntity, { name: In(names) });
       const unknown = names.filter((name) => !roles.some((r) => r.name === name));
       if (unknown.length) throw new BadRequestException(unknown.map((name) => `roles: no role named '${name}'`));
@@ -95,7 +120,7 @@ export class ApiKeysService {
       try {
         await manager.save(ApiKeyEntity, entity);
       } catch (error) {
-        if (isUniqueViolation(error)) throw new ConflictException(`an API key named '${dto.name}' already exists`);
+        if (isUniqueViolation(error)) throw new ConflictException(`you already have an API key named '${dto.name}'`);
         throw error;
       }
       return entity.id;

@@ -32,7 +32,7 @@ import {
   LoginResponseDto,
   type CurrentUserDto,
 } from './dto/auth.dto.js';
-import { SESSION_COOKIE, setSessionCookie } from './session-cookie.js';
+import { clearSessionCookie, setSessionCookie } from './session-cookie.js';
 
 const SESSION_COOKIE_HEADER = (description: string) => ({
   description,
@@ -58,7 +58,11 @@ export class AuthController {
   @HttpCode(200)
   @ApiOkResponse({
     type: LoginResponseDto,
-    headers: { 'Set-Cookie': SESSION_COOKIE_HEADER('Sets the HttpOnly session cookie `cas_session`') },
+    headers: {
+      'Set-Cookie': SESSION_COOKIE_HEADER(
+        'Sets the HttpOnly session cookie: `cas_session`, or over https `__Host-cas_session` (Secure)',
+      ),
+    },
   })
   @ApiErrors(400, {
     401: 'Unknown user, wrong password or disabled user (the same answer for each)',
@@ -87,9 +91,13 @@ export class AuthController {
     type: SuccessResponseDto,
     headers: { 'Set-Cookie': SESSION_COOKIE_HEADER('Clears the session cookie') },
   })
-  async logout(@Auth() caller: Caller, @Res({ passthrough: true }) reply: FastifyReply): Promise<SuccessResponseDto> {
+  async logout(
+    @Auth() caller: Caller,
+    @Req() request: FastifyRequest,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<SuccessResponseDto> {
     if (caller.sessionId !== null) await this.auth.logout(caller.sessionId);
-    reply.clearCookie(SESSION_COOKIE, { path: '/' });
+    clearSessionCookie(request, reply);
     return { success: true };
   }
 
@@ -128,7 +136,21 @@ export class ApiKeysController {
     return this.apiKeys.listApiKeys();
   }
 
-  /** Creates an API key owned by the caller; the key is in this response only. */
+  /** One API key of any user (never the key itself). */
+  @Authenticated({ admin: true })
+  @Get(':id')
+  @ApiIdParam()
+  @ApiOkResponse({ type: ApiKeyDto })
+  @ApiErrors(400, 404)
+  getApiKey(@Param('id', ParseIdPipe) id: number): Promise<ApiKeyDto> {
+    return this.apiKeys.getApiKey(id);
+  }
+
+  /**
+   * Creates an API key owned by the caller; the key is in this response only. Created with an API
+   * key, it expires no later than that key. 409 for a name the caller's keys already use, or past
+   * CAS_API_KEYS_PER_USER keys.
+   */
   @Authenticated({ admin: true })
   @Post()
   @ApiCreatedResponse({ type: CreatedApiKeyDto })
@@ -163,7 +185,21 @@ export class OwnApiKeysController {
     return this.apiKeys.listApiKeys(ownerOf(caller));
   }
 
-  /** Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this response only. */
+  /** One of the caller's own API keys (another user's key: 404); never the key itself. */
+  @Authenticated()
+  @Get(':id')
+  @ApiIdParam()
+  @ApiOkResponse({ type: ApiKeyDto })
+  @ApiErrors(400, 404)
+  getOwnApiKey(@Auth() caller: Caller, @Param('id', ParseIdPipe) id: number): Promise<ApiKeyDto> {
+    return this.apiKeys.getApiKey(id, ownerOf(caller));
+  }
+
+  /**
+   * Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this
+   * response only. Created with an API key, it expires no later than that key. 409 for a name the
+   * caller's keys already use, or past CAS_API_KEYS_PER_USER keys.
+   */
   @Authenticated()
   @Post()
   @ApiCreatedResponse({ type: CreatedApiKeyDto })

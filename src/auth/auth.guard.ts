@@ -17,7 +17,7 @@ import { UserEntity } from '../users/user.entity.js';
 import { ACCESS_METADATA, ACCESS_ROUTE_CONFIG, type AccessRule } from './auth.decorators.js';
 import { bootstrapCaller, type Caller } from './caller.js';
 import { CredentialsService } from './credentials.service.js';
-import { SESSION_COOKIE } from './session-cookie.js';
+import { sessionCookieOf } from './session-cookie.js';
 
 type RequestWithCaller = FastifyRequest & { caller?: Caller };
 
@@ -28,8 +28,7 @@ export function presentedSecret(request: FastifyRequest): string | undefined {
     const bearer = /^Bearer\s+(.+)$/i.exec(header);
     return bearer ? bearer[1].trim() : header;
   }
-  const cookie = request.cookies?.[SESSION_COOKIE];
-  return cookie || undefined;
+  return sessionCookieOf(request);
 }
 
 /**

@@ -18,6 +18,10 @@ export interface Caller {
   rules: GrantedRule[];
   /** The user the caller acts for: the user itself, or the API key's owner; null for bootstrap. */
   userId: number | null;
+  /** That user's username (for an API key: its owner's); null for bootstrap. */
+  userName: string | null;
+  /** An API key caller: when the key expires (epoch ms), or null when it does not; null for others. */
+  keyExpiresAt: number | null;
   /** Set when the caller authenticated with a session token. */
   sessionId: number | null;
 }
@@ -32,6 +36,8 @@ export function bootstrapCaller(): Caller {
     isAdmin: true,
     rules: [],
     userId: null,
+    userName: null,
+    keyExpiresAt: null,
     sessionId: null,
   };
 }

@@ -47,6 +47,7 @@ interface ApiKeyRow extends RoleColumns {
   expires_at: Date | string | null;
   last_used_at: Date | string | null;
   owner_id: number;
+  owner_username: string;
   owner_enabled: boolean | number;
   /** 1 when the owner holds this role (or is an admin, who holds every role); 0 otherwise. */
   owner_holds: number | string;
@@ -161,6 +162,8 @@ export class CredentialsService {
       isAdmin: roles.includes(ROLE_ADMIN),
       rules,
       userId: session.user_id,
+      userName: session.username,
+      keyExpiresAt: null,
       sessionId: session.session_id,
     };
   }
@@ -172,7 +175,8 @@ export class CredentialsService {
   private async resolveApiKey(hash: string): Promise<Caller> {
     const rows = await runSql<ApiKeyRow>(
       this.apiKeys.manager.connection,
-      `SELECT k.id AS key_id, k.name, k.expires_at, k.last_used_at, u.id AS owner_id, u.enabled AS owner_enabled,
+      `SELECT k.id AS key_id, k.name, k.expires_at, k.last_used_at, u.id AS owner_id, u.username AS owner_username,
+              u.enabled AS owner_enabled,
               r.name AS role, r.rules AS rules,
               CASE WHEN EXISTS (
                 SELECT 1 FROM user_roles ur INNER JOIN roles o ON o.id = ur.role_id
@@ -208,6 +212,8 @@ export class CredentialsService {
       isAdmin: roles.includes(ROLE_ADMIN),
       rules,
       userId: apiKey.owner_id,
+      userName: apiKey.owner_username,
+      keyExpiresAt: apiKey.expires_at ? dbDate(apiKey.expires_at).getTime() : null,
       sessionId: null,
     };
   }

@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, Param, Post, Put } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { Authorizer } from '../access/authorizer.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
@@ -80,13 +81,19 @@ export class ClustersController {
 @ApiTags('Clusters')
 @Controller('clusters')
 export class AvailableClustersController {
-  constructor(private readonly clusters: ClustersService) {}
+  constructor(
+    private readonly clusters: ClustersService,
+    private readonly authorizer: Authorizer,
+  ) {}
 
-  /** The enabled clusters, for a cluster picker: any signed-in user or API key may call it. */
+  /**
+   * The enabled clusters the caller has a rule for (an admin: all of them), for a cluster picker:
+   * any caller with a role may call it.
+   */
   @Authenticated()
   @Get()
   @ApiOkResponse({ type: AvailableClusterDto, isArray: true })
-  listAvailableClusters(): Promise<AvailableClusterDto[]> {
-    return this.clusters.listAvailableClusters();
+  listAvailableClusters(@Auth() caller: Caller): Promise<AvailableClusterDto[]> {
+    return this.clusters.listAvailableClusters((cluster) => this.authorizer.grantsAnythingOn(caller, cluster));
   }
 }

@@ -55,9 +55,12 @@ export class ClustersService {
     return (await this.clusters.find({ order: { id: 'ASC' } })).map((c) => this.toResponse(c));
   }
 
-  async listAvailableClusters(): Promise<AvailableClusterDto[]> {
+  /** The enabled clusters that `visible` lets through (the caller's rules decide, in the controller). */
+  async listAvailableClusters(visible: (cluster: string) => boolean): Promise<AvailableClusterDto[]> {
     const rows = await this.clusters.find({ where: { enabled: true }, order: { name: 'ASC' } });
-    return rows.map((c) => ({ name: c.name, version: c.version, isDefault: c.isDefault, status: c.status }));
+    return rows
+      .filter((c) => visible(c.name))
+      .map((c) => ({ name: c.name, version: c.version, isDefault: c.isDefault, status: c.status }));
   }
 
   async createCluster(dto: CreateClusterDto, actor: Actor): Promise<ClusterCreatedDto> {

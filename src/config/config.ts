@@ -21,8 +21,13 @@ export interface AppConfig {
     /** Calls of the public `create_super_user` from one address within the window (all count, not only failures). */
     maxBootstrapAttemptsPerAddress: number;
   };
-  /** Trust X-Forwarded-For from a proxy in front of the service (for per-address login throttling). */
-  trustProxy: boolean;
+  /**
+   * Which proxies in front of the service to believe about the client (X-Forwarded-For, -Proto, -Host),
+   * in a form Fastify's `trustProxy` takes: false (none), the addresses/CIDRs of the proxies, or a hop
+   * count (a function: Fastify treats a plain number as "trust nothing"). Never `true`, which would
+   * take the client's own left-most entry as its address.
+   */
+  trustProxy: TrustProxy;
   /** Unattended installs: the super user, and a kubeconfig file or the in-cluster flag to import (CONTRACT §4). */
   bootstrap: { username?: string; password?: string; name?: string; kubeconfigFile?: string; inCluster: boolean };
   clusters: ClustersConfig;
@@ -35,6 +40,8 @@ export interface AppConfig {
   watch: WatchConfig;
   audit: AuditConfig;
   metrics: MetricsConfig;
+  /** API keys one user may own (CAS_API_KEYS_PER_USER); creating one more is a 409. */
+  apiKeysPerUser: number;
   /** Whether password login is open to every password user; when false only the super user may (break-glass). */
   passwordLogin: boolean;
   /** Single sign-on with OpenID Connect providers (CAS_OIDC_<ID>_*). */
@@ -142,6 +149,15 @@ export interface ClustersConfig {
 
 export class ConfigError extends Error {}
 
+/** `hop` 0 is the peer of the socket, 1 the address that peer put last in X-Forwarded-For, and so on. */
+export type TrustHops = ((address: string, hop: number) => boolean) & { hops: number };
+export type TrustProxy = false | string[] | TrustHops;
+
+/** Trusts the nearest `hops` addresses: the client is the one the farthest trusted proxy saw. */
+function trustHops(hops: number): TrustHops {
+  return Object.assign((_address: string, hop: number) => hop < hops, { hops });
+}
+
 const LOG_LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 type Env = Record<string, string | undefined>;
@@ -161,6 +177,39 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   if (['true', '1', 'yes'].includes(raw.toLowerCase())) return true;
   if (['false', '0', 'no'].includes(raw.toLowerCase())) return false;
   throw new ConfigError(`${name} must be true or false, got '${raw}'`);
+}
+
+/** proxy-addr's names for address ranges, accepted in the list as Fastify accepts them. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/**
+ * CAS_TRUST_PROXY: unset/false (none), true (one hop, the proxy right in front), a hop count, or a
+ * comma-separated list of proxy addresses and CIDRs.
+ */
+function trustProxyFrom(env: Env): TrustProxy {
+  const name = 'CAS_TRUST_PROXY';
+  const raw = (env[name] ?? '').trim();
+  if (raw === '' || ['false', 'no', '0'].includes(raw.toLowerCase())) return false;
+  if (['true', 'yes'].includes(raw.toLowerCase())) return trustHops(1);
+  if (/^\d+$/.test(raw)) {
+    if (Number(raw) > 100) throw new ConfigError(`${name} as a hop count must be from 0 to 100, got '${raw}'`);
+    return trustHops(Number(raw));
+  }
+  const entries = raw.split(',').map((e) => e.trim());
+  for (const entry of entries) {
+    if (PROXY_RANGE_NAMES.includes(entry)) continue;
+    const [address, prefix, extra] = entry.split('/');
+    const family = isIP(address);
+    const maxPrefix = family === 4 ? 32 : 128;
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= maxPrefix);
+    if (!family || !prefixOk || extra !== undefined) {
+      throw new ConfigError(
+        `${name} must be true, false, a hop count, or a comma-separated list of proxy addresses or CIDRs ` +
+          `(e.g. 10.0.0.0/8,fd00::/8); '${entry}' is none of these`,
+      );
+    }
+  }
+  return entries;
 }
 
 function databaseFrom(env: Env, dataDir: string): AppConfig['database'] {
@@ -489,12 +538,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
       maxFailuresPerAddress: integer(env, 'CAS_LOGIN_MAX_FAILURES_PER_ADDRESS', 20, 1, 100000),
       maxBootstrapAttemptsPerAddress: integer(env, 'CAS_BOOTSTRAP_MAX_ATTEMPTS_PER_ADDRESS', 60, 1, 100000),
     },
-    trustProxy: boolean(env, 'CAS_TRUST_PROXY', false),
+    trustProxy: trustProxyFrom(env),
     bootstrap,
     clusters: clustersFrom(env),
     clusterRequestTimeoutSeconds: integer(env, 'CAS_CLUSTER_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     shutdownGraceSeconds: integer(env, 'CAS_SHUTDOWN_GRACE_SECONDS', 30, 0, 3600),
     metrics,
+    apiKeysPerUser: integer(env, 'CAS_API_KEYS_PER_USER', 50, 1, 10000),
     passwordLogin: boolean(env, 'CAS_PASSWORD_LOGIN', true),
     oidc: oidcFrom(env, port),
     audit: auditFrom(env),

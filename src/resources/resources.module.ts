@@ -17,5 +17,7 @@ import { SubresourcesService } from './subresources.service.js';
   imports: [ClustersModule, AuthModule, WatchModule, StreamsModule],
   controllers: [ResourcesController, LogsController, ApiResourcesController, SubresourcesController],
   providers: [ResourcesService, ResourceDiscovery, PodLogsService, ApiResourcesService, SubresourcesService],
+  // can-i (access/) resolves types and scopes exactly as the routes do.
+  exports: [ResourcesService],
 })
 export class ResourcesModule {}

@@ -1,6 +1,7 @@
 import { BadRequestException, Injectable, NotFoundException } from '@nestjs/common';
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
-import type { Verb } from '../access/authorizer.js';
+import { Authorizer, type Verb } from '../access/authorizer.js';
+import { STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
 import { patchContentType, resourceIdOf } from './resource-path.js';
@@ -18,13 +19,17 @@ function query(values: object): URLSearchParams {
 const json = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8');
 
 /**
- * `scale` and `status` of any type whose discovery lists them. Authorized as the parent resource:
- * reading needs `get`, PUT `update`, PATCH `patch` on e.g. `deployments.apps` (one rule covers an
- * object and its subresources, as a console expects).
+ * `scale` and `status` of any type whose discovery lists them. Reading either needs `get` on the
+ * parent resource; writing `scale` needs `update`/`patch` on it (e.g. `deployments.apps`). Writing
+ * `status` needs `update`/`patch` on `<resource>/status` named in a rule (a `*` does not cover it, as
+ * Kubernetes RBAC keeps status apart), and `get` on the parent.
  */
 @Injectable()
 export class SubresourcesService {
-  constructor(private readonly resources: ResourcesService) {}
+  constructor(
+    private readonly resources: ResourcesService,
+    private readonly authorizer: Authorizer,
+  ) {}
 
   async getSubresource(caller: Caller, target: ResourceTarget, sub: string, q: GetResourceQueryDto) {
     const { r, path } = await this.resolve(caller, target, sub, 'get');
@@ -100,9 +105,19 @@ export class SubresourcesService {
         `no route for subresource '${sub.slice(0, 64)}': this service serves ${SUBRESOURCES.map((s) => `'${s}'`).join(' and ')} (and pods' log at .../log)`,
       );
     }
-    const r = await this.resources.resolve(caller, target, verb);
+    const writesStatus = sub === 'status' && verb !== 'get';
+    const r = await this.resources.resolve(caller, target, writesStatus ? 'get' : verb);
+    const id = resourceIdOf(r.type);
+    if (writesStatus) {
+      this.authorizer.require(caller, {
+        verb,
+        cluster: r.cluster.name,
+        resource: `${id}${STATUS_SUFFIX}`,
+        namespace: r.namespace,
+      });
+    }
     if (!(r.type.subresources ?? []).includes(sub)) {
-      throw new NotFoundException(`${resourceIdOf(r.type)} has no ${sub} subresource on ${r.cluster.target}`);
+      throw new NotFoundException(`${id} has no ${sub} subresource on ${r.cluster.target}`);
     }
     return { r, path: `${r.path}/${sub}` };
   }

@@ -76,7 +76,10 @@ export class UsersController {
     return { success: true };
   }
 
-  /** Sets a new password and ends all of the user's sessions. Users of a single sign-on provider have no password (409). */
+  /**
+   * Sets a new password, ends all of the user's sessions and deletes the user's API keys. Users of a
+   * single sign-on provider have no password (409).
+   */
   @Authenticated({ admin: true })
   @Post(':id/reset_password')
   @ApiIdParam()

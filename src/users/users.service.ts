@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, In, Repository, SelectQueryBuilder } from 'typeorm';
+import { ApiKeyEntity } from '../auth/api-key.entity.js';
 import { PasswordHasher } from '../auth/passwords.js';
 import { SessionEntity } from '../auth/session.entity.js';
 import { isUniqueViolation, Transactions } from '../database/transactions.js';
@@ -365,7 +366,9 @@ export class UsersService {
     const passwordHash = await this.passwords.hash(password);
     await this.transactions.run([], async (manager) => {
       await manager.update(UserEntity, { id }, { passwordHash });
+      // A reset is what follows a leaked password: whatever was signed in or minted with it goes too.
       await manager.delete(SessionEntity, { userId: id });
+      await manager.delete(ApiKeyEntity, { ownerId: id });
     });
   }
 

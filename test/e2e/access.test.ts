@@ -320,12 +320,13 @@ describe('impersonation on a real cluster', () => {
     assert.equal(del.body.kind, undefined, "the service's 403, not the cluster's");
   });
 
-  test('an API key is cas:key:<name>; an admin without a cluster binding for cas:role:admin is refused by the cluster', async () => {
+  test('an API key acts as its owner (cas:<owner>, extra cas-key: <key id>); an admin without a cluster binding for cas:role:admin is refused by the cluster', async () => {
     const alice = await signedIn(t, 'shop-dev', { username: `${username}-k` });
     const keyName = `ci-${pid}`;
-    const key = (
+    const created = (
       await client(t.app, alice.token).post('/api/v1/auth/apikeys', { body: { name: keyName, roles: ['shop-dev'] } })
-    ).body.key as string;
+    ).body;
+    const key = created.key as string;
     const res = await waitFor('the key to be allowed by the binding', async () => {
       const r = await request(t.app, 'GET', `/api/v1/deployments.apps/${ns}/app`, {
         headers: { authorization: key, 'x-cluster-name': 'a' },
@@ -333,8 +334,19 @@ describe('impersonation on a real cluster', () => {
       return r.status === 200 ? r : undefined;
     });
     assert.equal(res.body.metadata.name, 'app');
-    const events = await waitForAudit(cp, (e) => e.impersonatedUser?.username === `cas:key:${keyName}`);
-    assert.ok(events.length > 0);
+    // Issue 29 #12: never the key's name (free for anyone to take once the key is deleted).
+    const events = await waitForAudit(
+      cp,
+      (e) =>
+        e.impersonatedUser?.username === `cas:${username}-k` &&
+        e.objectRef?.namespace === ns &&
+        e.objectRef?.name === 'app' &&
+        (e.impersonatedUser?.extra?.['cas-key'] ?? []).includes(String(created.id)),
+    );
+    assert.ok(events.length > 0, 'the audit log names the owner and the key id');
+    assert.ok(events[0].impersonatedUser!.groups!.includes('cas:role:shop-dev'));
+    const byName = await waitForAudit(cp, (e) => e.impersonatedUser?.username === `cas:key:${keyName}`, 500);
+    assert.deepEqual(byName, [], 'no request impersonates cas:key:<name> any more');
 
     const asAdmin = await admin.get(`/api/v1/configmaps/${ns}`, { headers: { 'x-cluster-name': 'a' } });
     assert.equal(asAdmin.status, 403, 'cas:role:admin has no binding on this cluster');

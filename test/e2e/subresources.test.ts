@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import type { TestApp } from '../support/app.js';
+import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { createCrd } from '../support/kube.js';
 import { startClusterApp } from '../support/cluster-app.js';
@@ -175,5 +176,58 @@ describe('scale and status subresources', () => {
     assert.equal((await call('GET', `deployments.apps/${ns}/web`, viewer)).body.kind, 'Deployment');
     assert.equal((await call('GET', `deployments.apps/${ns}/web/scale`, viewer, { query: { x: '1' } })).status, 400);
     assert.equal((await call('GET', `deployments.apps/_all/web/scale`, viewer)).status, 400);
+  });
+
+  test('writing status needs update/patch on <resource>/status named in a rule: a * covers the object, not its status (issue 29 #13)', async () => {
+    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/pods`, {
+      metadata: { name: 'st' },
+      spec: { automountServiceAccountToken: false, containers: [{ name: 'c', image: 'example.invalid/never-pulled' }] },
+    });
+    const role = async (name: string, resources: string[]) => {
+      const res = await request(t.app, 'POST', '/api/v1/admin/roles', {
+        token: admin,
+        body: { name, rules: [{ clusters: ['alpha'], namespaces: [ns], resources, verbs: ['*'] }] },
+      });
+      assert.equal(res.status, 201, res.text);
+      return (await signedIn(t, name)).token;
+    };
+    const everything = await role('ns-everything', ['*']);
+    const podsOnly = await role('ns-pods', ['pods', 'deployments.apps']);
+    const statusWriter = await role('ns-pod-status', [
+      'pods',
+      'pods/status',
+      'deployments.apps',
+      'deployments.apps/status',
+    ]);
+    const writeStatus = (token: string, path = `pods/${ns}/st/status`) =>
+      call('PATCH', path, token, {
+        body: { status: { conditions: [{ type: 'cas.example/Checked', status: 'True' }] } },
+        query: { patchType: 'merge' },
+      });
+
+    for (const token of [everything, podsOnly]) {
+      const refused = await writeStatus(token);
+      assert.equal(refused.status, 403, refused.text);
+      assert.match(refused.body.message, /pods\/status/);
+      const put = await call('PUT', `pods/${ns}/st/status`, token, {
+        body: { metadata: { name: 'st', resourceVersion: '1' } },
+      });
+      assert.equal(put.status, 403, put.text);
+      // The object itself and reading its status stay allowed.
+      assert.equal((await call('GET', `pods/${ns}/st/status`, token)).status, 200);
+      const label = await call('PATCH', `pods/${ns}/st`, token, {
+        body: { metadata: { labels: { touched: 'yes' } } },
+        query: { patchType: 'merge' },
+      });
+      assert.equal(label.status, 200, label.text);
+    }
+    const allowed = await writeStatus(statusWriter);
+    assert.equal(allowed.status, 200, allowed.text);
+    assert.ok(allowed.body.status.conditions.some((c: { type: string }) => c.type === 'cas.example/Checked'));
+    const deploymentStatus = await writeStatus(statusWriter, `deployments.apps/${ns}/web/status`);
+    assert.equal(deploymentStatus.status, 200, deploymentStatus.text);
+    // Scale is written as the parent, as before; an admin writes status without any rule.
+    assert.equal((await writeStatus(admin)).status, 200);
+    assert.equal((await writeStatus(viewer)).status, 403);
   });
 });

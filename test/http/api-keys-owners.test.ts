@@ -172,6 +172,119 @@ describe('API keys belong to users', () => {
   });
 });
 
+describe('API keys: limits, expiry, password reset, names per owner (issue 29 #10, #15), one key (#34)', () => {
+  let t: TestApp;
+  let admin: Awaited<ReturnType<typeof signedIn>>;
+  const as = (key: string) => ({ headers: { authorization: key } });
+  const mint = (credential: { token?: string; key?: string }, body: Record<string, unknown>) =>
+    request(t.app, 'POST', '/api/v1/auth/apikeys', {
+      ...(credential.key ? as(credential.key) : { token: credential.token }),
+      body: { roles: ['viewer'], ...body },
+    });
+
+  before(async () => {
+    t = await startTestApp({ env: { CAS_API_KEYS_PER_USER: '3' } });
+    admin = await signedIn(t, 'admin', { username: 'root' });
+  });
+  after(() => t?.close());
+
+  test('a user owns at most CAS_API_KEYS_PER_USER keys: one more is a 409 naming the limit', async () => {
+    const ivy = await signedIn(t, 'viewer', { username: 'ivy' });
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await mint(ivy, { name: `ivy-${i}` });
+      assert.equal(res.status, 201, res.text);
+      ids.push(res.body.id);
+    }
+    // Not even two at once.
+    const extra = await Promise.all([mint(ivy, { name: 'ivy-x' }), mint(ivy, { name: 'ivy-y' })]);
+    for (const res of extra) {
+      assert.equal(res.status, 409, res.text);
+      assert.match(res.body.message, /at most 3 API keys \(CAS_API_KEYS_PER_USER\)/);
+    }
+    // The limit is per user: another user is not affected; a deleted key frees a place.
+    const jay = await signedIn(t, 'viewer', { username: 'jay' });
+    assert.equal((await mint(jay, { name: 'jay-1' })).status, 201);
+    assert.equal((await client(t.app, ivy.token).delete(`/api/v1/auth/apikeys/${ids[0]}`)).status, 200);
+    assert.equal((await mint(ivy, { name: 'ivy-3' })).status, 201);
+  });
+
+  test('a key minted with a key never outlives it', async () => {
+    const kim = await signedIn(t, 'viewer', { username: 'kim' });
+    const soon = new Date(Date.now() + 120_000).toISOString();
+    const short = await mint(kim, { name: 'kim-short', expiresAt: soon });
+    assert.equal(short.status, 201, short.text);
+    assert.equal(short.body.expiresAt, soon);
+    const forever = await mint({ key: short.body.key }, { name: 'kim-forever' });
+    assert.equal(forever.status, 201, forever.text);
+    assert.equal(forever.body.expiresAt, soon, 'no expiry asked: the minting key expiry');
+    const later = await mint({ key: short.body.key }, { name: 'kim-later', expiresAt: '2099-01-01T00:00:00.000Z' });
+    assert.equal(later.body.expiresAt, soon, 'a later expiry is capped');
+    // Kim owns 3 keys (the limit here): one goes before each further mint.
+    assert.equal((await client(t.app, kim.token).delete(`/api/v1/auth/apikeys/${later.body.id}`)).status, 200);
+    const sooner = new Date(Date.now() + 60_000).toISOString();
+    const soonerKey = await mint({ key: forever.body.key }, { name: 'kim-sooner', expiresAt: sooner });
+    assert.equal(soonerKey.body.expiresAt, sooner, 'an earlier expiry is kept');
+    // A session (no expiry of its own to pass on) still mints keys that never expire.
+    assert.equal((await client(t.app, kim.token).delete(`/api/v1/auth/apikeys/${soonerKey.body.id}`)).status, 200);
+    assert.equal((await mint(kim, { name: 'kim-free' })).body.expiresAt, null);
+  });
+
+  test("a password reset deletes the user's API keys: they get 401 at once", async () => {
+    const lee = await signedIn(t, 'viewer', { username: 'lee' });
+    const key = (await mint(lee, { name: 'lee-ci' })).body.key;
+    assert.equal((await request(t.app, 'GET', '/api/v1/auth/me', as(key))).status, 200);
+    const reset = await client(t.app, admin.token).post(`/api/v1/admin/users/${lee.id}/reset_password`, {
+      body: { password: 'a-brand-new-password' },
+    });
+    assert.equal(reset.status, 200, reset.text);
+    assert.equal((await request(t.app, 'GET', '/api/v1/auth/me', as(key))).status, 401);
+    const keys = (await client(t.app, admin.token).get('/api/v1/admin/apikeys')).body;
+    assert.ok(!keys.some((k: { owner: { id: number } }) => k.owner.id === lee.id));
+  });
+
+  test("key names are unique per owner, not across users: a 409 names no other user's key", async () => {
+    const mia = await signedIn(t, 'viewer', { username: 'mia' });
+    const ned = await signedIn(t, 'viewer', { username: 'ned' });
+    assert.equal((await mint(mia, { name: 'deploy' })).status, 201);
+    assert.equal((await mint(ned, { name: 'Deploy' })).status, 201, 'another user may use the same name');
+    const again = await mint(ned, { name: 'DEPLOY' });
+    assert.equal(again.status, 409);
+    assert.match(again.body.message, /you already have an API key named 'DEPLOY'/);
+  });
+
+  test("GET one key: admins any key, a user only its own (another user's key is a 404); the same item as the list", async () => {
+    const olga = await signedIn(t, 'viewer', { username: 'olga' });
+    const pam = await signedIn(t, 'viewer', { username: 'pam' });
+    const created = await mint(olga, { name: 'olga-ci' });
+    const { key } = created.body;
+    assert.ok(key);
+    // Used once first (that sets lastUsedAt), then compared with the list.
+    const byKey = await request(t.app, 'GET', `/api/v1/auth/apikeys/${created.body.id}`, as(key));
+    assert.equal(byKey.status, 200, byKey.text);
+    const listed = (await client(t.app, olga.token).get('/api/v1/auth/apikeys')).body;
+    assert.equal(listed.length, 1);
+    const item = listed[0];
+    assert.equal(item.id, created.body.id);
+    assert.deepEqual(byKey.body, item);
+
+    const own = await client(t.app, olga.token).get(`/api/v1/auth/apikeys/${item.id}`);
+    assert.equal(own.status, 200, own.text);
+    assert.deepEqual(own.body, item);
+    const other = await client(t.app, pam.token).get(`/api/v1/auth/apikeys/${item.id}`);
+    assert.equal(other.status, 404);
+    assert.equal(other.body.message, `API key ${item.id} not found`);
+
+    const byAdmin = await client(t.app, admin.token).get(`/api/v1/admin/apikeys/${item.id}`);
+    assert.equal(byAdmin.status, 200);
+    assert.deepEqual(byAdmin.body, item);
+    assert.equal((await client(t.app, admin.token).get('/api/v1/admin/apikeys/999999')).status, 404);
+    assert.equal((await client(t.app, admin.token).get('/api/v1/admin/apikeys/x')).status, 400);
+    assert.equal((await client(t.app, pam.token).get(`/api/v1/admin/apikeys/${item.id}`)).status, 403);
+    assert.equal((await request(t.app, 'GET', `/api/v1/auth/apikeys/${item.id}`)).status, 401);
+  });
+});
+
 describe('migration: keys made before keys had owners', () => {
   test('belong to the first admin afterwards, with their role', async () => {
     let url: string;

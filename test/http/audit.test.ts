@@ -196,6 +196,7 @@ describe('GET /api/v1/admin/audit', () => {
       'actor',
       'at',
       'clientAddress',
+      'count',
       'id',
       'method',
       'operation',

@@ -278,6 +278,12 @@ describe('attacks on single sign-on are refused with a clear 4xx and no session'
       '/\\evil.example',
       'https:evil.example',
       'javascript:alert(1)',
+      // Dot segments the URL parser normalises into `//host` (issue 29 #2).
+      '/.//evil.example/x',
+      '/..//evil.example',
+      '/a/..//evil.example',
+      '/%2e%2e//evil.example',
+      '/./\\evil.example',
     ]) {
       const s = await signInThroughService(t.app, 'test', 'mallory', { redirect });
       assert.equal(s.callback.status, 302, s.callback.text);

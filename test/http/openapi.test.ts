@@ -60,6 +60,9 @@ const ACCESS_OPERATION_IDS = [
   'deleteOwnApiKey',
   'getMyPermissions',
   'checkPermission',
+  // Issue 34: one key.
+  'getApiKey',
+  'getOwnApiKey',
 ];
 /** Single sign-on (issue 15): public by nature. */
 const SSO_OPERATION_IDS = ['listAuthProviders', 'startOidcLogin', 'completeOidcLogin'];

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Authorizer, type Verb } from '../../src/access/authorizer.js';
-import { impersonationFor } from '../../src/access/impersonation.js';
+import { impersonationFor, impersonationHeaders } from '../../src/access/impersonation.js';
 import type { AccessRule } from '../../src/access/rules.js';
 import type { Caller } from '../../src/auth/caller.js';
-import { impersonationHeaders } from '../../src/access/impersonation.js';
 import { BUILT_IN_RULES } from '../../src/database/migrations/common/1795351998878-RoleRulesKeyOwners.data.js';
 
 const authorizer = new Authorizer();
@@ -20,6 +19,8 @@ const ROLES: Record<string, AccessRule[]> = {
   'secret-reader': [{ clusters: ['a'], namespaces: ['*'], resources: ['secrets'], verbs: ['get'] }],
   'node-admin': [{ clusters: ['b'], namespaces: ['*'], resources: ['nodes', 'metrics'], verbs: ['*'] }],
   empty: [],
+  'shop-all': [{ clusters: ['a'], namespaces: ['shop'], resources: ['*'], verbs: ['*'] }],
+  'shop-status': [{ clusters: ['a'], namespaces: ['shop'], resources: ['pods/status'], verbs: ['patch'] }],
 };
 
 function caller(roles: string[], kind: Caller['kind'] = 'user'): Caller {
@@ -31,6 +32,8 @@ function caller(roles: string[], kind: Caller['kind'] = 'user'): Caller {
     isAdmin: roles.includes('admin'),
     rules: roles.flatMap((role) => (ROLES[role] ?? []).map((rule) => ({ role, ...rule }))),
     userId: 1,
+    userName: 'someone',
+    keyExpiresAt: null,
     sessionId: null,
   };
 }
@@ -48,6 +51,15 @@ const cases: Case[] = [
   [['admin'], 'delete', 'a', 'secrets', 'kube-system', true],
   [['admin'], 'get', 'a', 'metrics', null, true],
   [['admin'], 'create', 'zzz', 'widgets.example.com', null, true],
+  [['admin'], 'update', 'a', 'pods/status', 'shop', true],
+  // status writes (issue 29 #13): only a rule naming <resource>/status grants them
+  [['shop-all'], 'patch', 'a', 'pods', 'shop', true],
+  [['shop-all'], 'patch', 'a', 'pods/status', 'shop', false],
+  [['shop-all'], 'update', 'a', 'deployments.apps/status', 'shop', false],
+  [['shop-status'], 'patch', 'a', 'pods/status', 'shop', true],
+  [['shop-status'], 'update', 'a', 'pods/status', 'shop', false],
+  [['shop-status'], 'patch', 'a', 'pods/status', 'web', false],
+  [['viewer'], 'patch', 'a', 'pods/status', 'shop', false],
   // viewer: unchanged meaning
   [['viewer'], 'get', 'a', 'configmaps', 'default', true],
   [['viewer'], 'list', 'a', 'deployments.apps', null, true],
@@ -161,15 +173,30 @@ describe('authorizer', () => {
     assert.equal(authorizer.permissions(caller(['admin']), 'b').admin, true);
   });
 
-  test('impersonation: cas:<username>, cas:key:<name>, one group per role; unsafe values are refused', () => {
+  test('impersonation: cas:<username>; a key as its owner with extra cas-key; one group per role; unsafe values are refused', () => {
     assert.deepEqual(impersonationFor(caller(['viewer', 'shop-dev'])), {
       user: 'cas:someone',
       groups: ['cas:role:viewer', 'cas:role:shop-dev'],
     });
-    assert.deepEqual(impersonationFor({ ...caller(['viewer'], 'apiKey'), name: 'ci deployer' }), {
-      user: 'cas:key:ci deployer',
-      groups: ['cas:role:viewer'],
+    assert.deepEqual(
+      impersonationFor({ ...caller(['viewer'], 'apiKey'), id: 42, name: 'ci deployer', userName: 'bob' }),
+      {
+        user: 'cas:bob',
+        groups: ['cas:role:viewer'],
+        extra: { 'cas-key': ['42'] },
+      },
+    );
+    assert.deepEqual(impersonationHeaders({ user: 'cas:bob', groups: [], extra: { 'cas-key': ['42'] } }), {
+      'impersonate-user': 'cas:bob',
+      'impersonate-extra-cas-key': ['42'],
     });
+    for (const badKey of ['Cas-Key', 'cas key', 'cas:key', '', 'x\r\ny']) {
+      assert.throws(() => impersonationHeaders({ user: 'cas:a', groups: [], extra: { [badKey]: ['1'] } }), /unsafe/);
+    }
+    assert.throws(
+      () => impersonationHeaders({ user: 'cas:a', groups: [], extra: { 'cas-key': ['1\r\nx: y'] } }),
+      /unsafe/,
+    );
     assert.deepEqual(impersonationHeaders({ user: 'cas:a', groups: ['cas:role:x', 'cas:role:y'] }), {
       'impersonate-user': 'cas:a',
       'impersonate-group': ['cas:role:x', 'cas:role:y'],

@@ -89,3 +89,54 @@ describe('configuration', () => {
     }
   });
 });
+
+describe('CAS_TRUST_PROXY (issue 29 #8)', () => {
+  test('a hop count, a list of proxy addresses, true as one hop, false or unset as none', () => {
+    const cases: Array<[string | undefined, false | number | string[]]> = [
+      [undefined, false],
+      ['', false],
+      ['false', false],
+      ['0', false],
+      ['true', 1],
+      ['TRUE', 1],
+      ['1', 1],
+      ['3', 3],
+      ['10.0.0.1', ['10.0.0.1']],
+      ['10.0.0.0/8, 192.168.1.7,fd00::/8', ['10.0.0.0/8', '192.168.1.7', 'fd00::/8']],
+      ['loopback,10.1.2.0/24', ['loopback', '10.1.2.0/24']],
+    ];
+    for (const [raw, expected] of cases) {
+      const trust = loadConfig(raw === undefined ? {} : { CAS_TRUST_PROXY: raw }).trustProxy;
+      if (typeof expected !== 'number') {
+        assert.deepEqual(trust, expected, raw);
+        continue;
+      }
+      // A hop count is a function (Fastify takes a plain number as "trust nothing"): the nearest
+      // `expected` hops are proxies, the next one is the client.
+      assert.equal(typeof trust, 'function', raw);
+      const trusts = trust as (address: string, hop: number) => boolean;
+      for (let hop = 0; hop <= expected + 1; hop++)
+        assert.equal(trusts('10.0.0.1', hop), hop < expected, `${raw} ${hop}`);
+    }
+  });
+
+  test('anything else stops start-up with a message naming the variable and the bad entry', () => {
+    for (const raw of [
+      'maybe',
+      '10.0.0.0/33',
+      'fd00::/129',
+      '10.0.0.1/8/1',
+      '10.0.0.1,',
+      'proxy.example',
+      '101',
+      '-1',
+    ]) {
+      assert.throws(
+        () => loadConfig({ CAS_TRUST_PROXY: raw }),
+        (e: Error) => e instanceof ConfigError && /CAS_TRUST_PROXY/.test(e.message),
+        raw,
+      );
+    }
+    assert.throws(() => loadConfig({ CAS_TRUST_PROXY: '10.0.0.0/8,evil' }), /'evil' is none of these/);
+  });
+});

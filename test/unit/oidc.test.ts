@@ -133,6 +133,17 @@ describe('sign-in helpers', () => {
       ['/ok\r\nSet-Cookie: x=y', '/'],
       ['relative/path', '/'],
       ['/' + 'a'.repeat(3000), '/'],
+      // Dot segments that the URL parser normalises into a network-path `//host` (issue 29 #2).
+      ['/.//evil.example/x', '/'],
+      ['/..//x', '/'],
+      ['/a/..//x', '/'],
+      ['/%2e%2e//x', '/'],
+      ['/%2E%2E//evil.example', '/'],
+      ['/.%2e//x', '/'],
+      ['/./\\evil.example', '/'],
+      ['/a/..\\/x', '/'],
+      ['/%2e%2e/\\x', '/'],
+      ['/a/./b/../c', '/a/c'],
     ];
     for (const [input, expected] of cases) assert.equal(safeRedirect(input), expected, String(input));
   });

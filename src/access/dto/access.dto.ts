@@ -20,7 +20,7 @@ export class PermissionRuleDto {
   role: string;
   /** `*` stands for every namespace (needed for `_all` and cluster-scoped resources). */
   namespaces: string[];
-  /** `*` stands for every resource except `secrets` and `metrics`. */
+  /** `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`). */
   resources: string[];
   verbs: string[];
 }
@@ -40,11 +40,17 @@ export class CanIDto {
   @Matches(CLUSTER_NAME_PATTERN, { message: CLUSTER_MESSAGE })
   cluster: string;
 
-  /** As the routes name it after discovery: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise (`deployments.apps`). */
+  /**
+   * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
+   * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
+   * subresource (read with `get`, written with `update`/`patch`).
+   */
   @ApiProperty({ maxLength: 253, example: 'deployments.apps' })
   @IsString()
   @MaxLength(253)
-  @Matches(/^[a-z0-9][-a-z0-9.]*$/, { message: "resource must be '<plural>' or '<plural>.<group>'" })
+  @Matches(/^[a-z0-9][-a-z0-9.]*(\/status)?$/, {
+    message: "resource must be '<plural>' or '<plural>.<group>', optionally followed by '/status'",
+  })
   resource: string;
 
   /** A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource. */

@@ -112,6 +112,13 @@ export class AuditEventDto {
   /** Resource writes: the object's resourceVersion after the write. */
   @ApiProperty({ type: String, nullable: true })
   resourceVersion: string | null;
+  /**
+   * How many calls the event stands for: 1, except for logins refused before any password check
+   * (429, 503), tallied per username, client address and login throttle window (`at` is the first).
+   * Past 10 usernames per address the name is null; past 10,000 tallies the address is null too.
+   */
+  @ApiProperty({ type: 'integer', minimum: 1 })
+  count: number;
 }
 
 export class AuditEventListDto {

@@ -58,11 +58,13 @@ export function sameSecret(a: string, b: string): boolean {
 
 /**
  * Where to send the browser after sign-in: a path of this service (`/…`), never another site.
- * Anything else (absolute URLs, `//host`, `/\host`, control characters) becomes `/`.
+ * Anything else (absolute URLs, `//host`, `/\host`, control characters) becomes `/`. The check runs
+ * again on what the URL parser produced: dot segments (`/.//host`, `/a/..//host`, `/%2e%2e//host`)
+ * normalise into `//host`, which a browser follows to another site.
  */
 export function safeRedirect(raw: string | undefined): string {
   if (!raw || raw.length > 2048) return '/';
-  if (!raw.startsWith('/') || raw.startsWith('//') || raw.startsWith('/\\')) return '/';
+  if (!isLocalPath(raw)) return '/';
   if ([...raw].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f || c === '\\')) return '/';
   const base = 'http://service.invalid';
   let url: URL;
@@ -71,6 +73,11 @@ export function safeRedirect(raw: string | undefined): string {
   } catch {
     return '/';
   }
-  if (url.origin !== base) return '/';
+  if (url.origin !== base || !isLocalPath(url.pathname)) return '/';
   return url.pathname + url.search + url.hash;
+}
+
+/** A path on this origin: one leading `/`, not the network-path `//host` nor `/\host` (which browsers read as `//host`). */
+function isLocalPath(path: string): boolean {
+  return path.startsWith('/') && !path.startsWith('//') && !path.startsWith('/\\');
 }

@@ -18,7 +18,8 @@ import { ROLE_NAME_PATTERN } from '../role.entity.js';
 
 export const MAX_RULES = 50;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const RESOURCE_ID = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** `<plural>` or `<plural>.<group>`, optionally `/status` (writing status is granted apart). */
+const RESOURCE_ID = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/status)?$/;
 
 type ListKind = 'clusters' | 'namespaces' | 'resources' | 'verbs';
 
@@ -38,7 +39,7 @@ const LISTS: Record<ListKind, { max: number; what: string; valid: (v: string) =>
   },
   resources: {
     max: 100,
-    what: "a resource: '<plural>' or '<plural>.<group>' (configmaps, deployments.apps)",
+    what: "a resource: '<plural>' or '<plural>.<group>' (configmaps, deployments.apps), or its status ('pods/status')",
     valid: (v) => v.length <= 253 && RESOURCE_ID.test(v),
     example: ['deployments.apps', 'pods'],
   },
@@ -101,7 +102,7 @@ export class RoleRuleDto {
 
   @RuleList(
     'resources',
-    "Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets` and `metrics`, which a rule must name",
+    "Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics` and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name",
   )
   resources: string[];
 

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
+import type { CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -40,9 +40,15 @@ export const getMyPermissions = <ThrowOnError extends boolean = false>(options: 
 });
 
 /**
- * Whether the caller may do one thing, and why (the 403 message a route would give).
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
+ * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
+ * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
+ * namespace answer `allowed: false` saying so.
  *
- * Whether the caller may do one thing, and why (the 403 message a route would give).
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
+ * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
+ * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
+ * namespace answer `allowed: false` saying so.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -173,9 +179,11 @@ export const updateUser = <ThrowOnError extends boolean = false>(options: Option
 });
 
 /**
- * Sets a new password and ends all of the user's sessions. Users of a single sign-on provider have no password (409).
+ * Sets a new password, ends all of the user's sessions and deletes the user's API keys. Users of a
+ * single sign-on provider have no password (409).
  *
- * Sets a new password and ends all of the user's sessions. Users of a single sign-on provider have no password (409).
+ * Sets a new password, ends all of the user's sessions and deletes the user's API keys. Users of a
+ * single sign-on provider have no password (409).
  *
  * Needs the admin role (a user with role `admin`, or an admin API key).
  */
@@ -444,9 +452,13 @@ export const listApiKeys = <ThrowOnError extends boolean = false>(options?: Opti
 });
 
 /**
- * Creates an API key owned by the caller; the key is in this response only.
+ * Creates an API key owned by the caller; the key is in this response only. Created with an API
+ * key, it expires no later than that key. 409 for a name the caller's keys already use, or past
+ * CAS_API_KEYS_PER_USER keys.
  *
- * Creates an API key owned by the caller; the key is in this response only.
+ * Creates an API key owned by the caller; the key is in this response only. Created with an API
+ * key, it expires no later than that key. 409 for a name the caller's keys already use, or past
+ * CAS_API_KEYS_PER_USER keys.
  *
  * Needs the admin role (a user with role `admin`, or an admin API key).
  */
@@ -490,6 +502,27 @@ export const deleteApiKey = <ThrowOnError extends boolean = false>(options: Opti
 });
 
 /**
+ * One API key of any user (never the key itself).
+ *
+ * One API key of any user (never the key itself).
+ *
+ * Needs the admin role (a user with role `admin`, or an admin API key).
+ */
+export const getApiKey = <ThrowOnError extends boolean = false>(options: Options<GetApiKeyData, ThrowOnError>): RequestResult<GetApiKeyResponses, GetApiKeyErrors, ThrowOnError> => (options.client ?? client).get<GetApiKeyResponses, GetApiKeyErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/admin/apikeys/{id}',
+    ...options
+});
+
+/**
  * Lists the caller's own API keys (never the keys themselves).
  *
  * Lists the caller's own API keys (never the keys themselves).
@@ -511,9 +544,13 @@ export const listOwnApiKeys = <ThrowOnError extends boolean = false>(options?: O
 });
 
 /**
- * Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this response only.
+ * Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this
+ * response only. Created with an API key, it expires no later than that key. 409 for a name the
+ * caller's keys already use, or past CAS_API_KEYS_PER_USER keys.
  *
- * Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this response only.
+ * Creates an API key for the caller with roles the caller holds (403 otherwise); the key is in this
+ * response only. Created with an API key, it expires no later than that key. 409 for a name the
+ * caller's keys already use, or past CAS_API_KEYS_PER_USER keys.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -543,6 +580,27 @@ export const createOwnApiKey = <ThrowOnError extends boolean = false>(options: O
  * Needs a signed-in user or an API key with a role.
  */
 export const deleteOwnApiKey = <ThrowOnError extends boolean = false>(options: Options<DeleteOwnApiKeyData, ThrowOnError>): RequestResult<DeleteOwnApiKeyResponses, DeleteOwnApiKeyErrors, ThrowOnError> => (options.client ?? client).delete<DeleteOwnApiKeyResponses, DeleteOwnApiKeyErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/auth/apikeys/{id}',
+    ...options
+});
+
+/**
+ * One of the caller's own API keys (another user's key: 404); never the key itself.
+ *
+ * One of the caller's own API keys (another user's key: 404); never the key itself.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const getOwnApiKey = <ThrowOnError extends boolean = false>(options: Options<GetOwnApiKeyData, ThrowOnError>): RequestResult<GetOwnApiKeyResponses, GetOwnApiKeyErrors, ThrowOnError> => (options.client ?? client).get<GetOwnApiKeyResponses, GetOwnApiKeyErrors, ThrowOnError>({
     security: [
         { name: 'Authorization', type: 'apiKey' },
         { scheme: 'bearer', type: 'http' },
@@ -711,9 +769,11 @@ export const importClusters = <ThrowOnError extends boolean = false>(options: Op
 });
 
 /**
- * The enabled clusters, for a cluster picker: any signed-in user or API key may call it.
+ * The enabled clusters the caller has a rule for (an admin: all of them), for a cluster picker:
+ * any caller with a role may call it.
  *
- * The enabled clusters, for a cluster picker: any signed-in user or API key may call it.
+ * The enabled clusters the caller has a rule for (an admin: all of them), for a cluster picker:
+ * any caller with a role may call it.
  *
  * Needs a signed-in user or an API key with a role.
  */

@@ -14,7 +14,7 @@ export type PermissionRuleDto = {
      */
     namespaces: Array<string>;
     /**
-     * `*` stands for every resource except `secrets` and `metrics`.
+     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
      */
     resources: Array<string>;
     verbs: Array<string>;
@@ -54,7 +54,9 @@ export type ErrorResponseDto = {
 export type CanIDto = {
     cluster: string;
     /**
-     * As the routes name it after discovery: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise (`deployments.apps`).
+     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
+     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
+     * subresource (read with `get`, written with `update`/`patch`).
      */
     resource: string;
     /**
@@ -204,7 +206,7 @@ export type RoleRuleDto = {
      */
     namespaces: Array<string>;
     /**
-     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets` and `metrics`, which a rule must name
+     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics` and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name
      */
     resources: Array<string>;
     /**
@@ -757,6 +759,12 @@ export type AuditEventDto = {
      * Resource writes: the object's resourceVersion after the write.
      */
     resourceVersion: string | null;
+    /**
+     * How many calls the event stands for: 1, except for logins refused before any password check
+     * (429, 503), tallied per username, client address and login throttle window (`at` is the first).
+     * Past 10 usernames per address the name is null; past 10,000 tallies the address is null too.
+     */
+    count: number;
     actor: AuditActorDto;
     /**
      * The route's operationId.
@@ -998,9 +1006,17 @@ export type CheckPermissionErrors = {
      */
     415: ErrorResponseDto;
     /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
      * The service is shutting down; try again (another replica answers)
      */
     503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
 };
 
 export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
@@ -1951,6 +1967,53 @@ export type DeleteApiKeyResponses = {
 
 export type DeleteApiKeyResponse = DeleteApiKeyResponses[keyof DeleteApiKeyResponses];
 
+export type GetApiKeyData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/admin/apikeys/{id}';
+};
+
+export type GetApiKeyErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetApiKeyError = GetApiKeyErrors[keyof GetApiKeyErrors];
+
+export type GetApiKeyResponses = {
+    200: ApiKeyDto;
+};
+
+export type GetApiKeyResponse = GetApiKeyResponses[keyof GetApiKeyResponses];
+
 export type ListOwnApiKeysData = {
     body?: never;
     path?: never;
@@ -2085,6 +2148,53 @@ export type DeleteOwnApiKeyResponses = {
 };
 
 export type DeleteOwnApiKeyResponse = DeleteOwnApiKeyResponses[keyof DeleteOwnApiKeyResponses];
+
+export type GetOwnApiKeyData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/auth/apikeys/{id}';
+};
+
+export type GetOwnApiKeyErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetOwnApiKeyError = GetOwnApiKeyErrors[keyof GetOwnApiKeyErrors];
+
+export type GetOwnApiKeyResponses = {
+    200: ApiKeyDto;
+};
+
+export type GetOwnApiKeyResponse = GetOwnApiKeyResponses[keyof GetOwnApiKeyResponses];
 
 export type ListAuthProvidersData = {
     body?: never;

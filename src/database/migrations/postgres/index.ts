@@ -11,6 +11,8 @@ import { UserSearchKeyIndex1795380000000 } from './1795380000000-UserSearchKeyIn
 import { UserSearchIndexesDirect1795390000000 } from './1795390000000-UserSearchIndexesDirect.js';
 import { UserListIdPageIndexes1795400000000 } from './1795400000000-UserListIdPageIndexes.js';
 import { UserCount1795410000000 } from './1795410000000-UserCount.js';
+import { AuditEventCount1795420000000 } from './1795420000000-AuditEventCount.js';
+import { ApiKeyNamesPerOwner1795420000001 } from './1795420000001-ApiKeyNamesPerOwner.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -27,4 +29,6 @@ export const POSTGRES_MIGRATIONS = [
   UserSearchIndexesDirect1795390000000,
   UserListIdPageIndexes1795400000000,
   UserCount1795410000000,
+  AuditEventCount1795420000000,
+  ApiKeyNamesPerOwner1795420000001,
 ];

@@ -7,6 +7,8 @@ import { AuditEvents1795352013567 } from './1795352013567-AuditEvents.js';
 import { ExternalUsers1795352066152 } from './1795352066152-ExternalUsers.js';
 import { MetricsStatus1795352102410 } from './1795352102410-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
+import { AuditEventCount1795420000000 } from './1795420000000-AuditEventCount.js';
+import { ApiKeyNamesPerOwner1795420000001 } from './1795420000001-ApiKeyNamesPerOwner.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const SQLITE_MIGRATIONS = [
@@ -19,4 +21,6 @@ export const SQLITE_MIGRATIONS = [
   ExternalUsers1795352066152,
   MetricsStatus1795352102410,
   UserListIndexes1795353245680,
+  AuditEventCount1795420000000,
+  ApiKeyNamesPerOwner1795420000001,
 ];
