@@ -55,6 +55,12 @@ export class ClustersService {
     return (await this.clusters.find({ order: { id: 'ASC' } })).map((c) => this.toResponse(c));
   }
 
+  async getCluster(id: number): Promise<ClusterDto> {
+    const cluster = await this.clusters.findOne({ where: { id } });
+    if (!cluster) throw new NotFoundException(`cluster ${id} not found`);
+    return this.toResponse(cluster);
+  }
+
   async listAvailableClusters(): Promise<AvailableClusterDto[]> {
     const rows = await this.clusters.find({ where: { enabled: true }, order: { name: 'ASC' } });
     return rows.map((c) => ({ name: c.name, version: c.version, isDefault: c.isDefault, status: c.status }));

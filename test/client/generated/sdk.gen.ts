@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
+import type { CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -134,6 +134,27 @@ export const createUser = <ThrowOnError extends boolean = false>(options: Option
  * Needs the admin role (a user with role `admin`, or an admin API key).
  */
 export const deleteUser = <ThrowOnError extends boolean = false>(options: Options<DeleteUserData, ThrowOnError>) => (options.client ?? client).delete<DeleteUserResponses, DeleteUserErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/admin/users/{id}',
+    ...options
+});
+
+/**
+ * One user, as the list shows it plus `avatar_url`.
+ *
+ * One user, as the list shows it plus `avatar_url`.
+ *
+ * Needs the admin role (a user with role `admin`, or an admin API key).
+ */
+export const getUser = <ThrowOnError extends boolean = false>(options: Options<GetUserData, ThrowOnError>) => (options.client ?? client).get<GetUserResponses, GetUserErrors, ThrowOnError>({
     security: [
         { name: 'Authorization', type: 'apiKey' },
         { scheme: 'bearer', type: 'http' },
@@ -643,6 +664,27 @@ export const createCluster = <ThrowOnError extends boolean = false>(options: Opt
  * Needs the admin role (a user with role `admin`, or an admin API key).
  */
 export const deleteCluster = <ThrowOnError extends boolean = false>(options: Options<DeleteClusterData, ThrowOnError>) => (options.client ?? client).delete<DeleteClusterResponses, DeleteClusterErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/admin/clusters/{id}',
+    ...options
+});
+
+/**
+ * One registered cluster, as the list shows it. The stored kubeconfig is never returned (`config` is `""`).
+ *
+ * One registered cluster, as the list shows it. The stored kubeconfig is never returned (`config` is `""`).
+ *
+ * Needs the admin role (a user with role `admin`, or an admin API key).
+ */
+export const getCluster = <ThrowOnError extends boolean = false>(options: Options<GetClusterData, ThrowOnError>) => (options.client ?? client).get<GetClusterResponses, GetClusterErrors, ThrowOnError>({
     security: [
         { name: 'Authorization', type: 'apiKey' },
         { scheme: 'bearer', type: 'http' },

@@ -1214,6 +1214,53 @@ export type DeleteUserResponses = {
 
 export type DeleteUserResponse = DeleteUserResponses[keyof DeleteUserResponses];
 
+export type GetUserData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/admin/users/{id}';
+};
+
+export type GetUserErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetUserError = GetUserErrors[keyof GetUserErrors];
+
+export type GetUserResponses = {
+    200: UserDetailDto;
+};
+
+export type GetUserResponse = GetUserResponses[keyof GetUserResponses];
+
 export type UpdateUserData = {
     body: UpdateUserDto;
     path: {
@@ -2349,6 +2396,53 @@ export type DeleteClusterResponses = {
 };
 
 export type DeleteClusterResponse = DeleteClusterResponses[keyof DeleteClusterResponses];
+
+export type GetClusterData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/admin/clusters/{id}';
+};
+
+export type GetClusterErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetClusterError = GetClusterErrors[keyof GetClusterErrors];
+
+export type GetClusterResponses = {
+    200: ClusterDto;
+};
+
+export type GetClusterResponse = GetClusterResponses[keyof GetClusterResponses];
 
 export type UpdateClusterData = {
     body: UpdateClusterDto;
