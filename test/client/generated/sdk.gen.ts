@@ -65,7 +65,7 @@ export const checkPermission = <ThrowOnError extends boolean = false>(options: O
 });
 
 /**
- * Creates the first user, an admin. Public while no user exists; 409 afterwards.
+ * Creates the first user, an admin.
  *
  * Creates the first user, an admin. Public while no user exists; 409 afterwards.
  *
@@ -127,7 +127,7 @@ export const createUser = <ThrowOnError extends boolean = false>(options: Option
 });
 
 /**
- * Deletes a user and ends their sessions. The last enabled admin cannot be deleted.
+ * Deletes a user and ends their sessions.
  *
  * Deletes a user and ends their sessions. The last enabled admin cannot be deleted.
  *
@@ -148,7 +148,7 @@ export const deleteUser = <ThrowOnError extends boolean = false>(options: Option
 });
 
 /**
- * One user, as the list shows it plus `avatar_url`.
+ * One user, as the list shows it plus avatar_url.
  *
  * One user, as the list shows it plus `avatar_url`.
  *
@@ -194,7 +194,7 @@ export const updateUser = <ThrowOnError extends boolean = false>(options: Option
 });
 
 /**
- * Sets a new password and ends all of the user's sessions. Users of a single sign-on provider have no password (409).
+ * Sets a new password and ends all of the user's sessions.
  *
  * Sets a new password and ends all of the user's sessions. Users of a single sign-on provider have no password (409).
  *
@@ -219,7 +219,7 @@ export const resetUserPassword = <ThrowOnError extends boolean = false>(options:
 });
 
 /**
- * Enables or disables a user; disabling ends their sessions. The last enabled admin cannot be disabled.
+ * Enables or disables a user; disabling ends their sessions.
  *
  * Enables or disables a user; disabling ends their sessions. The last enabled admin cannot be disabled.
  *
@@ -244,7 +244,7 @@ export const setUserEnabled = <ThrowOnError extends boolean = false>(options: Op
 });
 
 /**
- * Replaces a user's roles (built-in or custom, by name; an unknown name is a 400). The last enabled admin cannot lose the admin role.
+ * Replaces a user's roles (built-in or custom, by name; an unknown name is a 400).
  *
  * Replaces a user's roles (built-in or custom, by name; an unknown name is a 400). The last enabled admin cannot lose the admin role.
  *
@@ -269,8 +269,7 @@ export const setUserRoles = <ThrowOnError extends boolean = false>(options: Opti
 });
 
 /**
- * Lists the roles with their rules: `admin` may do everything; `viewer` may get, list, watch and
- * read logs of every resource except Secrets (and metrics); custom roles grant what their rules say.
+ * Lists the roles with their rules: admin may do everything; viewer may get, list, watch and read logs of every resource except Secrets (and metrics); custom roles grant what their rules say.
  *
  * Lists the roles with their rules: `admin` may do everything; `viewer` may get, list, watch and
  * read logs of every resource except Secrets (and metrics); custom roles grant what their rules say.
@@ -317,7 +316,7 @@ export const createRole = <ThrowOnError extends boolean = false>(options: Option
 });
 
 /**
- * Deletes a custom role. Built-in roles, and roles a user or API key holds (named in the message): 409.
+ * Deletes a custom role.
  *
  * Deletes a custom role. Built-in roles, and roles a user or API key holds (named in the message): 409.
  *
@@ -359,7 +358,7 @@ export const getRole = <ThrowOnError extends boolean = false>(options: Options<G
 });
 
 /**
- * Changes a custom role (only the properties sent); takes effect on the next request of its holders. Built-in roles: 409.
+ * Changes a custom role (only the properties sent); takes effect on the next request of its holders.
  *
  * Changes a custom role (only the properties sent); takes effect on the next request of its holders. Built-in roles: 409.
  *
@@ -385,7 +384,6 @@ export const updateRole = <ThrowOnError extends boolean = false>(options: Option
 
 /**
  * Signs in with username and password; returns a session token and sets the session cookie.
- * With CAS_PASSWORD_LOGIN=false only the super user may (break-glass); others use single sign-on.
  *
  * Signs in with username and password; returns a session token and sets the session cookie.
  * With CAS_PASSWORD_LOGIN=false only the super user may (break-glass); others use single sign-on.
@@ -587,8 +585,7 @@ export const deleteOwnApiKey = <ThrowOnError extends boolean = false>(options: O
 export const listAuthProviders = <ThrowOnError extends boolean = false>(options?: Options<ListAuthProvidersData, ThrowOnError>) => (options?.client ?? client).get<ListAuthProvidersResponses, ListAuthProvidersErrors, ThrowOnError>({ url: '/api/v1/auth/providers', ...options });
 
 /**
- * Starts single sign-on: redirects the browser to the provider (authorization code with PKCE S256,
- * `state` and `nonce`), binding them to a short-lived HttpOnly sealed cookie.
+ * Starts single sign-on: redirects the browser to the provider (authorization code with PKCE S256, state and nonce), binding them to a short-lived HttpOnly sealed cookie.
  *
  * Starts single sign-on: redirects the browser to the provider (authorization code with PKCE S256,
  * `state` and `nonce`), binding them to a short-lived HttpOnly sealed cookie.
@@ -598,8 +595,7 @@ export const listAuthProviders = <ThrowOnError extends boolean = false>(options?
 export const startOidcLogin = <ThrowOnError extends boolean = false>(options: Options<StartOidcLoginData, ThrowOnError>) => (options.client ?? client).get<unknown, StartOidcLoginErrors, ThrowOnError>({ url: '/api/v1/auth/oidc/{provider}/login', ...options });
 
 /**
- * Where the provider sends the browser back: verifies the answer, creates or updates the user,
- * starts a session (the `cas_session` cookie) and redirects to the path given at login.
+ * Where the provider sends the browser back: verifies the answer, creates or updates the user, starts a session (the cas_session cookie) and redirects to the path given at login.
  *
  * Where the provider sends the browser back: verifies the answer, creates or updates the user,
  * starts a session (the `cas_session` cookie) and redirects to the path given at login.
@@ -609,7 +605,7 @@ export const startOidcLogin = <ThrowOnError extends boolean = false>(options: Op
 export const completeOidcLogin = <ThrowOnError extends boolean = false>(options: Options<CompleteOidcLoginData, ThrowOnError>) => (options.client ?? client).get<unknown, CompleteOidcLoginErrors, ThrowOnError>({ url: '/api/v1/auth/oidc/{provider}/callback', ...options });
 
 /**
- * Lists the registered clusters with their version and health. The stored kubeconfig is never returned (`config` is `""`).
+ * Lists the registered clusters with their version and health.
  *
  * Lists the registered clusters with their version and health. The stored kubeconfig is never returned (`config` is `""`).
  *
@@ -630,8 +626,7 @@ export const listClusters = <ThrowOnError extends boolean = false>(options?: Opt
 });
 
 /**
- * Registers a cluster from a kubeconfig (its current or only context; inline credentials only) or
- * as the cluster the service runs in. The first cluster becomes the default.
+ * Registers a cluster from a kubeconfig (its current or only context; inline credentials only) or as the cluster the service runs in.
  *
  * Registers a cluster from a kubeconfig (its current or only context; inline credentials only) or
  * as the cluster the service runs in. The first cluster becomes the default.
@@ -657,7 +652,7 @@ export const createCluster = <ThrowOnError extends boolean = false>(options: Opt
 });
 
 /**
- * Deletes a cluster. The default cluster cannot be deleted.
+ * Deletes a cluster.
  *
  * Deletes a cluster. The default cluster cannot be deleted.
  *
@@ -678,7 +673,7 @@ export const deleteCluster = <ThrowOnError extends boolean = false>(options: Opt
 });
 
 /**
- * One registered cluster, as the list shows it. The stored kubeconfig is never returned (`config` is `""`).
+ * One registered cluster, as the list shows it.
  *
  * One registered cluster, as the list shows it. The stored kubeconfig is never returned (`config` is `""`).
  *
@@ -699,7 +694,7 @@ export const getCluster = <ThrowOnError extends boolean = false>(options: Option
 });
 
 /**
- * Changes the properties sent, and only those; `config` omitted or `""` keeps the stored kubeconfig.
+ * Changes the properties sent, and only those; config omitted or "" keeps the stored kubeconfig.
  *
  * Changes the properties sent, and only those; `config` omitted or `""` keeps the stored kubeconfig.
  *
@@ -724,9 +719,7 @@ export const updateCluster = <ThrowOnError extends boolean = false>(options: Opt
 });
 
 /**
- * Initial setup: every context of a kubeconfig becomes a cluster named after it (`current-context`
- * the default), or `{inCluster: true}` creates the cluster `in-cluster`. All or nothing; only while
- * no cluster exists. Public while no user exists, then admin only.
+ * Initial setup: every context of a kubeconfig becomes a cluster named after it (current-context the default), or {inCluster: true} creates the cluster in-cluster.
  *
  * Initial setup: every context of a kubeconfig becomes a cluster named after it (`current-context`
  * the default), or `{inCluster: true}` creates the cluster `in-cluster`. All or nothing; only while
@@ -792,8 +785,7 @@ export const getHealth = <ThrowOnError extends boolean = false>(options?: Option
 export const getReadiness = <ThrowOnError extends boolean = false>(options?: Options<GetReadinessData, ThrowOnError>) => (options?.client ?? client).get<GetReadinessResponses, GetReadinessErrors, ThrowOnError>({ url: '/readyz', ...options });
 
 /**
- * Lists objects: the cluster's List object, verbatim. With `watch=true`, streams the changes
- * instead (one watch on the cluster per collection and selectors, shared by every caller).
+ * Lists objects: the cluster's List object, verbatim.
  *
  * Lists objects: the cluster's List object, verbatim. With `watch=true`, streams the changes
  * instead (one watch on the cluster per collection and selectors, shared by every caller).
@@ -815,7 +807,7 @@ export const listResources = <ThrowOnError extends boolean = false>(options: Opt
 });
 
 /**
- * Creates an object; the namespace comes from the path (a different `metadata.namespace` is a 400).
+ * Creates an object; the namespace comes from the path (a different metadata.namespace is a 400).
  *
  * Creates an object; the namespace comes from the path (a different `metadata.namespace` is a 400).
  *
@@ -840,8 +832,7 @@ export const createResource = <ThrowOnError extends boolean = false>(options: Op
 });
 
 /**
- * The events of one object (built-in or custom): core/v1 and events.k8s.io Events whose involved
- * object has its uid, deduplicated, newest first. `watch=true` streams them like a list watch.
+ * The events of one object (built-in or custom): core/v1 and events.k8s.io Events whose involved object has its uid, deduplicated, newest first.
  *
  * The events of one object (built-in or custom): core/v1 and events.k8s.io Events whose involved
  * object has its uid, deduplicated, newest first. `watch=true` streams them like a list watch.
@@ -863,8 +854,7 @@ export const listObjectEvents = <ThrowOnError extends boolean = false>(options: 
 });
 
 /**
- * Deletes an object: Foreground unless `cascade=false` (Orphan); `force=true` sets grace period 0;
- * by default waits until the object is gone (`timeoutSeconds`, 60 by default), `wait=false` answers at once.
+ * Deletes an object: Foreground unless cascade=false (Orphan); force=true sets grace period 0; by default waits until the object is gone (timeoutSeconds, 60 by default), wait=false answers at once.
  *
  * Deletes an object: Foreground unless `cascade=false` (Orphan); `force=true` sets grace period 0;
  * by default waits until the object is gone (`timeoutSeconds`, 60 by default), `wait=false` answers at once.
@@ -907,7 +897,7 @@ export const getResource = <ThrowOnError extends boolean = false>(options: Optio
 });
 
 /**
- * Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`.
+ * Patches an object with the raw patch body: strategic merge (default), patchType=merge or patchType=json.
  *
  * Patches an object with the raw patch body: strategic merge (default), `patchType=merge` or `patchType=json`.
  *
@@ -932,7 +922,7 @@ export const patchResource = <ThrowOnError extends boolean = false>(options: Opt
 });
 
 /**
- * Replaces an object; the body must carry the current `metadata.resourceVersion` (a stale one is the cluster's 409).
+ * Replaces an object; the body must carry the current metadata.resourceVersion (a stale one is the cluster's 409).
  *
  * Replaces an object; the body must carry the current `metadata.resourceVersion` (a stale one is the cluster's 409).
  *
@@ -957,12 +947,7 @@ export const replaceResource = <ThrowOnError extends boolean = false>(options: O
 });
 
 /**
- * The log of a pod's container as `text/plain`, streamed as the cluster sends it; with
- * `follow=true` the stream stays open and carries new lines as they are written. Needs verb `log`
- * on `pods` (viewers have it). While it runs the caller is re-authorized every 5 s: a revoked
- * session, a disabled user, a deleted key, a lost permission or a changed cluster ends the stream,
- * as does the service shutting down (clients reconnect). Errors of the cluster pass through (400
- * when the pod has several containers and none is named, 404 for an unknown pod).
+ * The log of a pod's container as text/plain, streamed as the cluster sends it; with follow=true the stream stays open and carries new lines as they are written.
  *
  * The log of a pod's container as `text/plain`, streamed as the cluster sends it; with
  * `follow=true` the stream stays open and carries new lines as they are written. Needs verb `log`
@@ -988,9 +973,7 @@ export const getPodLog = <ThrowOnError extends boolean = false>(options: Options
 });
 
 /**
- * Every resource type the cluster serves (from its discovery, at most a second old, so a CRD
- * created a moment ago is listed), each with the verbs the caller may use on it. Any caller with
- * a role that may use the cluster.
+ * Every resource type the cluster serves (from its discovery, at most a second old, so a CRD created a moment ago is listed), each with the verbs the caller may use on it.
  *
  * Every resource type the cluster serves (from its discovery, at most a second old, so a CRD
  * created a moment ago is listed), each with the verbs the caller may use on it. Any caller with
@@ -1013,9 +996,7 @@ export const listApiResources = <ThrowOnError extends boolean = false>(options: 
 });
 
 /**
- * The OpenAPI (v2) schema of one resource type, from the cluster's `/openapi/v2`, with every
- * definition it refers to: for building forms. 404 when the cluster does not serve the type or
- * publishes no schema for it.
+ * The OpenAPI (v2) schema of one resource type, from the cluster's /openapi/v2, with every definition it refers to: for building forms.
  *
  * The OpenAPI (v2) schema of one resource type, from the cluster's `/openapi/v2`, with every
  * definition it refers to: for building forms. 404 when the cluster does not serve the type or
@@ -1038,7 +1019,7 @@ export const getApiResourceSchema = <ThrowOnError extends boolean = false>(optio
 });
 
 /**
- * Reads the subresource: a `Scale` (`autoscaling/v1`), or the whole object for `status`.
+ * Reads the subresource: a Scale (autoscaling/v1), or the whole object for status.
  *
  * Reads the subresource: a `Scale` (`autoscaling/v1`), or the whole object for `status`.
  *
@@ -1059,7 +1040,7 @@ export const getSubresource = <ThrowOnError extends boolean = false>(options: Op
 });
 
 /**
- * Patches the subresource: strategic merge (default; built-in types only), `patchType=merge` or `json`.
+ * Patches the subresource: strategic merge (default; built-in types only), patchType=merge or json.
  *
  * Patches the subresource: strategic merge (default; built-in types only), `patchType=merge` or `json`.
  *
@@ -1084,7 +1065,7 @@ export const patchSubresource = <ThrowOnError extends boolean = false>(options: 
 });
 
 /**
- * Replaces the subresource; the body carries `metadata.name` and the current `metadata.resourceVersion`.
+ * Replaces the subresource; the body carries metadata.name and the current metadata.resourceVersion.
  *
  * Replaces the subresource; the body carries `metadata.name` and the current `metadata.resourceVersion`.
  *
@@ -1109,7 +1090,7 @@ export const replaceSubresource = <ThrowOnError extends boolean = false>(options
 });
 
 /**
- * Evaluates PromQL at one time: Prometheus's `/api/v1/query` answer, passed through.
+ * Evaluates PromQL at one time: Prometheus's /api/v1/query answer, passed through.
  *
  * Evaluates PromQL at one time: Prometheus's `/api/v1/query` answer, passed through.
  *
@@ -1130,7 +1111,7 @@ export const queryMetrics = <ThrowOnError extends boolean = false>(options: Opti
 });
 
 /**
- * Evaluates PromQL over a range: Prometheus's `/api/v1/query_range` answer; at most 11,000 points per series.
+ * Evaluates PromQL over a range: Prometheus's /api/v1/query_range answer; at most 11,000 points per series.
  *
  * Evaluates PromQL over a range: Prometheus's `/api/v1/query_range` answer; at most 11,000 points per series.
  *
@@ -1151,7 +1132,7 @@ export const queryMetricsRange = <ThrowOnError extends boolean = false>(options:
 });
 
 /**
- * Series matching the selectors: Prometheus's `/api/v1/series` answer.
+ * Series matching the selectors: Prometheus's /api/v1/series answer.
  *
  * Series matching the selectors: Prometheus's `/api/v1/series` answer.
  *
@@ -1172,7 +1153,7 @@ export const listMetricSeries = <ThrowOnError extends boolean = false>(options: 
 });
 
 /**
- * Label names: Prometheus's `/api/v1/labels` answer.
+ * Label names: Prometheus's /api/v1/labels answer.
  *
  * Label names: Prometheus's `/api/v1/labels` answer.
  *
@@ -1193,7 +1174,7 @@ export const listMetricLabels = <ThrowOnError extends boolean = false>(options: 
 });
 
 /**
- * Values of one label: Prometheus's `/api/v1/label/<name>/values` answer.
+ * Values of one label: Prometheus's /api/v1/label/<name>/values answer.
  *
  * Values of one label: Prometheus's `/api/v1/label/<name>/values` answer.
  *
@@ -1256,8 +1237,7 @@ export const getNodeMetrics = <ThrowOnError extends boolean = false>(options: Op
 });
 
 /**
- * The audit log, newest first: every call that changed (or tried to change) state, and every
- * refused one. Filtered by actor, operation, cluster and time (`since` ≤ time < `until`), paged.
+ * The audit log, newest first: every call that changed (or tried to change) state, and every refused one.
  *
  * The audit log, newest first: every call that changed (or tried to change) state, and every
  * refused one. Filtered by actor, operation, cluster and time (`since` ≤ time < `until`), paged.

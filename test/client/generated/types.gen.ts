@@ -2821,7 +2821,9 @@ export type ListResourcesError = ListResourcesErrors[keyof ListResourcesErrors];
 
 export type ListResourcesResponses = {
     /**
-     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`). With `watch=true`: a stream of watch events, one JSON object per line (`application/json` by default, as kubectl and client-go expect, or `application/x-ndjson`), or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
+     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`).
+     *
+     * With `watch=true` the answer is a stream of watch events instead, each `{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {…}}` exactly as the cluster sends it (ERROR carries the cluster's `Status`; 410 means list again): one JSON object per line as `application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
     200: KubernetesList;
 };
@@ -3030,7 +3032,9 @@ export type ListObjectEventsError = ListObjectEventsErrors[keyof ListObjectEvent
 
 export type ListObjectEventsResponses = {
     /**
-     * An `EventList` of core/v1 Events, newest first. With `watch=true`: a stream of watch events, one JSON object per line (`application/json` by default, as kubectl and client-go expect, or `application/x-ndjson`), or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
+     * An `EventList` of core/v1 Events, newest first.
+     *
+     * With `watch=true` the answer is a stream of watch events instead, each `{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {…}}` exactly as the cluster sends it (ERROR carries the cluster's `Status`; 410 means list again): one JSON object per line as `application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
     200: KubernetesList;
 };
@@ -3239,7 +3243,7 @@ export type GetResourceResponse = GetResourceResponses[keyof GetResourceResponse
 
 export type PatchResourceData = {
     /**
-     * The patch: an object (strategic or merge patch) or an array of operations (JSON patch)
+     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`) with the matching `patchType`.
      */
     body: {
         [key: string]: unknown;
@@ -3788,7 +3792,7 @@ export type GetSubresourceResponse = GetSubresourceResponses[keyof GetSubresourc
 
 export type PatchSubresourceData = {
     /**
-     * The patch: an object (strategic or merge patch) or an array of operations (JSON patch)
+     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`) with the matching `patchType`.
      */
     body: {
         [key: string]: unknown;
