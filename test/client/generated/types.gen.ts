@@ -91,38 +91,33 @@ export type RoleDto = {
 
 export type UserDetailDto = {
     id: number;
+    username: string;
+    /**
+     * The sign-in provider; `password` for password users.
+     */
+    provider: string;
+    /**
+     * Display name.
+     */
+    name: string;
+    /**
+     * Whether the user may sign in and use the service.
+     */
+    enabled: boolean;
     /**
      * Time of the last successful login (ISO 8601 UTC), or null before the first.
      */
     lastLoginAt: string | null;
+    roles: Array<RoleDto>;
     createdAt: string;
     /**
      * Avatar image URL, or null.
      */
     avatar_url: string | null;
-    username: string;
-    /**
-     * The sign-in provider; `password` for password users.
-     */
-    provider: string;
-    /**
-     * Display name.
-     */
-    name: string;
-    /**
-     * Whether the user may sign in and use the service.
-     */
-    enabled: boolean;
-    roles: Array<RoleDto>;
 };
 
 export type UserDto = {
     id: number;
-    /**
-     * Time of the last successful login (ISO 8601 UTC), or null before the first.
-     */
-    lastLoginAt: string | null;
-    createdAt: string;
     username: string;
     /**
      * The sign-in provider; `password` for password users.
@@ -136,7 +131,12 @@ export type UserDto = {
      * Whether the user may sign in and use the service.
      */
     enabled: boolean;
+    /**
+     * Time of the last successful login (ISO 8601 UTC), or null before the first.
+     */
+    lastLoginAt: string | null;
     roles: Array<RoleDto>;
+    createdAt: string;
 };
 
 export type UserListDto = {
@@ -376,6 +376,25 @@ export type AuthProviderDto = {
 
 export type ClusterDto = {
     id: number;
+    name: string;
+    description: string;
+    enabled: boolean;
+    /**
+     * The service connects with its pod's service account.
+     */
+    inCluster: boolean;
+    /**
+     * Exactly one cluster is the default.
+     */
+    isDefault: boolean;
+    /**
+     * Address of the cluster's metrics query endpoint, or `""`.
+     */
+    metricsURL: string;
+    /**
+     * Resource calls impersonate the caller (`cas:<username>`, groups `cas:role:<role>`).
+     */
+    impersonate: boolean;
     /**
      * Always `""`: the stored kubeconfig is never returned.
      */
@@ -406,25 +425,6 @@ export type ClusterDto = {
     metricsError: string | null;
     createdAt: string;
     updatedAt: string;
-    name: string;
-    description: string;
-    enabled: boolean;
-    /**
-     * The service connects with its pod's service account.
-     */
-    inCluster: boolean;
-    /**
-     * Exactly one cluster is the default.
-     */
-    isDefault: boolean;
-    /**
-     * Address of the cluster's metrics query endpoint, or `""`.
-     */
-    metricsURL: string;
-    /**
-     * Resource calls impersonate the caller (`cas:<username>`, groups `cas:role:<role>`).
-     */
-    impersonate: boolean;
 };
 
 export type CreateClusterDto = {
@@ -522,13 +522,13 @@ export type ClustersImportedDto = {
 };
 
 export type AvailableClusterDto = {
-    version: string;
-    status: 'ok' | 'unreachable' | 'error' | 'disabled';
     /**
      * Send it in `x-cluster-name`.
      */
     name: string;
+    version: string;
     isDefault: boolean;
+    status: 'ok' | 'unreachable' | 'error' | 'disabled';
 };
 
 export type LivenessDto = {
