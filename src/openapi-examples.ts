@@ -110,6 +110,51 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
   patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }]),
 };
 
+/** A ConfigMap as a cluster answers with it (the resource routes' path examples name it). */
+const CONFIG_MAP = {
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: {
+    name: 'my-config',
+    namespace: 'default',
+    uid: '0d5e3c1a-7b2f-4c8e-9a61-3f0b2d4e5a6c',
+    resourceVersion: '48213',
+    creationTimestamp: '2026-01-15T09:30:00Z',
+  },
+  data: { greeting: 'hi' },
+};
+/** A Deployment's Scale, as the subresource examples name it. */
+const SCALE = {
+  apiVersion: 'autoscaling/v1',
+  kind: 'Scale',
+  metadata: {
+    name: 'web',
+    namespace: 'default',
+    uid: '5b7c9d1e-2f4a-4b6c-8d0e-1a3c5e7f9b2d',
+    resourceVersion: '48350',
+    creationTimestamp: '2026-01-15T09:31:00Z',
+  },
+  spec: { replicas: 2 },
+  status: { replicas: 2, selector: 'app=web' },
+};
+
+/** The success answer's example of resource operations, by operationId (others show their schema's). */
+export const RESPONSE_EXAMPLES: Record<string, unknown> = {
+  listResources: {
+    apiVersion: 'v1',
+    kind: 'ConfigMapList',
+    metadata: { resourceVersion: '48213' },
+    items: [CONFIG_MAP],
+  },
+  getResource: CONFIG_MAP,
+  createResource: CONFIG_MAP,
+  replaceResource: CONFIG_MAP,
+  patchResource: CONFIG_MAP,
+  getSubresource: SCALE,
+  replaceSubresource: SCALE,
+  patchSubresource: SCALE,
+};
+
 /** Path parameter examples that differ from the ones the resource routes share, by operationId. */
 export const PARAMETER_EXAMPLES: Record<string, Record<string, string>> = {
   getSubresource: { resource: 'deployments.apps', name: 'web', subresource: 'scale' },

@@ -19,6 +19,7 @@ import {
   PATCH_CONTENT_TYPES,
   type PatchContentType,
   REQUEST_EXAMPLES,
+  RESPONSE_EXAMPLES,
 } from './openapi-examples.js';
 
 export const DOCS_PATH = 'api/docs';
@@ -226,9 +227,9 @@ function isServiceError(schema: unknown): boolean {
 }
 
 /**
- * Request examples (REQUEST_EXAMPLES, tested by sending each of them), error examples with their real status,
- * and each Kubernetes patch content type on PATCH routes (every PATCH route of the service is a Kubernetes
- * patch, and the service parses each of these types as JSON).
+ * Request examples (REQUEST_EXAMPLES, tested by sending each of them), examples of resource answers, error
+ * examples with their real status, and each Kubernetes patch content type on PATCH routes (every PATCH route
+ * of the service is a Kubernetes patch, and the service parses each of these types as JSON).
  */
 function addExamples(method: string, op: OperationObject): void {
   const operationId = op.operationId ?? '';
@@ -253,6 +254,10 @@ function addExamples(method: string, op: OperationObject): void {
   }
   for (const [code, response] of Object.entries(op.responses as Record<string, ResponseObject>)) {
     const media = response.content?.['application/json'];
+    if (media && /^2/.test(code) && RESPONSE_EXAMPLES[operationId] !== undefined) {
+      media.example = RESPONSE_EXAMPLES[operationId];
+      continue;
+    }
     if (!media || media.example !== undefined || !isServiceError(media.schema)) continue;
     const errorBody = code === 'default' ? CLUSTER_STATUS_EXAMPLE : errorExample(Number(code));
     if (errorBody) media.example = errorBody;
