@@ -10,7 +10,17 @@ import {
 import { ACCESS_EXTENSION, CLUSTER_ERRORS_EXTENSION, ERROR_DESCRIPTIONS } from './common/api-errors.js';
 import { SECURITY_SCHEMES } from './auth/auth.decorators.js';
 import { SESSION_COOKIE } from './auth/session-cookie.js';
-import { KUBERNETES_SCHEMAS } from './resources/dto/kubernetes-schemas.js';
+import { KUBERNETES_SCHEMAS, kubernetesRef } from './resources/dto/kubernetes-schemas.js';
+import {
+  CLUSTER_STATUS_EXAMPLE,
+  errorExample,
+  EXAMPLE_CLUSTER,
+  PARAMETER_EXAMPLES,
+  PATCH_CONTENT_TYPES,
+  type PatchContentType,
+  REQUEST_EXAMPLES,
+  RESPONSE_EXAMPLES,
+} from './openapi-examples.js';
 
 export const DOCS_PATH = 'api/docs';
 export const DOCS_JSON_PATH = 'api/docs/openapi.json';
@@ -19,7 +29,11 @@ export const DOCS_JSON_PATH = 'api/docs/openapi.json';
 export const API_TAGS: Array<{ name: string; description: string }> = [
   { name: 'Auth', description: 'Sign in and out, and who the caller is.' },
   { name: 'Users', description: 'User accounts, roles and the first (super) user.' },
-  { name: 'API keys', description: 'Long-lived credentials for programs, each with one role.' },
+  {
+    name: 'API keys',
+    description:
+      'Long-lived credentials for programs; a key acts with the roles it was given that its owner still holds.',
+  },
   { name: 'Clusters', description: 'The registry of Kubernetes clusters the service talks to.' },
   {
     name: 'Resources',
@@ -47,7 +61,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
         'Errors the service produces have one shape, `{statusCode, error, message, requestId}`; on resource routes the cluster may answer instead, with its Kubernetes `Status` (`kind: "Status"`). Every response carries `x-request-id`.',
     )
     .setVersion('1')
-    .addServer('/', 'This service (paths carry their `/api/v1` prefix)')
+    .addServer('/', 'This service (paths carry their /api/v1 prefix)')
     .addApiKey(
       {
         type: 'apiKey',
@@ -146,6 +160,8 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
       if (typeof access === 'string') {
         op.description = [op.description || op.summary, access].filter(Boolean).join('\n\n');
       }
+      // Swagger UI shows the summary as plain text beside the path (only descriptions are Markdown).
+      if (op.summary) op.summary = plainSummary(op.summary);
 
       if (op[CLUSTER_ERRORS_EXTENSION]) {
         delete op[CLUSTER_ERRORS_EXTENSION];
@@ -157,6 +173,8 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
         }
       }
 
+      addExamples(method, op);
+
       for (const [code, response] of Object.entries(responses)) {
         response.headers = { 'x-request-id': { $ref: '#/components/headers/RequestId' }, ...response.headers };
         if (code === '429') response.headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
@@ -166,6 +184,86 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
   return document;
 }
 
+/** The first sentence of a doc comment (a period outside parentheses), without Markdown, on one line. */
+function plainSummary(text: string): string {
+  const oneLine = text.replace(/`/g, '').replace(/\s+/g, ' ').trim();
+  let depth = 0;
+  for (let i = 0; i < oneLine.length; i++) {
+    const c = oneLine[i];
+    if (c === '(') depth++;
+    else if (c === ')') depth = Math.max(0, depth - 1);
+    else if (c === '.' && depth === 0 && oneLine[i + 1] === ' ') return oneLine.slice(0, i + 1);
+  }
+  return oneLine;
+}
+
+/** A JSON merge patch or strategic merge patch: an object whose properties replace or merge into the object's. */
+const MERGE_PATCH = { type: 'object', additionalProperties: true, description: 'Properties to merge into the object' };
+/** The schema of a Kubernetes patch under each of its content types. */
+const PATCH_SCHEMAS: Record<PatchContentType, SchemaObject | { $ref: string }> = {
+  'application/strategic-merge-patch+json': {
+    ...MERGE_PATCH,
+    description: 'A strategic merge patch (built-in types only)',
+  },
+  'application/merge-patch+json': { ...MERGE_PATCH, description: 'A JSON merge patch (RFC 7386)' },
+  'application/json-patch+json': {
+    type: 'array',
+    items: kubernetesRef('JsonPatchOperation'),
+    description: 'A JSON patch (RFC 6902): operations applied in order',
+  },
+  'application/json': {
+    oneOf: [
+      { ...MERGE_PATCH, description: 'A strategic merge patch, or a JSON merge patch with `patchType=merge`' },
+      { type: 'array', items: kubernetesRef('JsonPatchOperation'), description: 'A JSON patch, with `patchType=json`' },
+    ],
+  },
+};
+
+const ERROR_SCHEMA_KEYS = ['oneOf', 'anyOf'] as const;
+function isServiceError(schema: unknown): boolean {
+  const s = schema as { $ref?: string; oneOf?: unknown[]; anyOf?: unknown[] } | undefined;
+  if (!s) return false;
+  return s.$ref === ERROR_REF || ERROR_SCHEMA_KEYS.some((key) => s[key]?.some((item) => isServiceError(item)));
+}
+
+/**
+ * Request examples (REQUEST_EXAMPLES, tested by sending each of them), examples of resource answers, error
+ * examples with their real status, and each Kubernetes patch content type on PATCH routes (every PATCH route
+ * of the service is a Kubernetes patch, and the service parses each of these types as JSON).
+ */
+function addExamples(method: string, op: OperationObject): void {
+  const operationId = op.operationId ?? '';
+  const example = REQUEST_EXAMPLES[operationId];
+  const body = op.requestBody as { content?: Record<string, { schema?: unknown; example?: unknown }> } | undefined;
+  if (method === 'patch' && body?.content) {
+    const examples = (example ?? {}) as Partial<Record<PatchContentType, unknown>>;
+    body.content = Object.fromEntries(
+      (Object.keys(PATCH_CONTENT_TYPES) as PatchContentType[]).map((type) => [
+        type,
+        { schema: PATCH_SCHEMAS[type], ...(examples[type] === undefined ? {} : { example: examples[type] }) },
+      ]),
+    );
+  } else if (example !== undefined && body?.content?.['application/json']) {
+    body.content['application/json'].example = example;
+  }
+  const parameters = PARAMETER_EXAMPLES[operationId] ?? {};
+  for (const parameter of op.parameters ?? []) {
+    if (!('name' in parameter)) continue;
+    if (parameters[parameter.name] !== undefined) parameter.example = parameters[parameter.name];
+    else if (parameter.in === 'header' && parameter.name === 'x-cluster-name') parameter.example ??= EXAMPLE_CLUSTER;
+  }
+  for (const [code, response] of Object.entries(op.responses as Record<string, ResponseObject>)) {
+    const media = response.content?.['application/json'];
+    if (media && /^2/.test(code) && RESPONSE_EXAMPLES[operationId] !== undefined) {
+      media.example = RESPONSE_EXAMPLES[operationId];
+      continue;
+    }
+    if (!media || media.example !== undefined || !isServiceError(media.schema)) continue;
+    const errorBody = code === 'default' ? CLUSTER_STATUS_EXAMPLE : errorExample(Number(code));
+    if (errorBody) media.example = errorBody;
+  }
+}
+
 export function setupSwagger(app: INestApplication): OpenAPIObject {
   const document = buildOpenApiDocument(app);
   SwaggerModule.setup(DOCS_PATH, app, document, {
@@ -173,7 +271,8 @@ export function setupSwagger(app: INestApplication): OpenAPIObject {
     yamlDocumentUrl: 'api/docs/openapi.yaml',
     customSiteTitle: 'Cluster Administration Service',
     // Swagger UI would otherwise send the document's address to validator.swagger.io for a badge.
-    swaggerOptions: { validatorUrl: null },
+    // persistAuthorization keeps what was entered in "Authorize" across a reload of the page.
+    swaggerOptions: { validatorUrl: null, persistAuthorization: true },
   });
   return document;
 }

@@ -40,6 +40,16 @@ export class ClustersController {
     return this.clusters.createCluster(dto, caller);
   }
 
+  /** One registered cluster, as the list shows it. The stored kubeconfig is never returned (`config` is `""`). */
+  @Authenticated({ admin: true })
+  @Get(':id')
+  @ApiIdParam()
+  @ApiOkResponse({ type: ClusterDto })
+  @ApiErrors(400, 404)
+  getCluster(@Param('id', ParseIdPipe) id: number): Promise<ClusterDto> {
+    return this.clusters.getCluster(id);
+  }
+
   /** Changes the properties sent, and only those; `config` omitted or `""` keeps the stored kubeconfig. */
   @Authenticated({ admin: true })
   @Put(':id')

@@ -55,6 +55,12 @@ export class ClustersService {
     return (await this.clusters.find({ order: { id: 'ASC' } })).map((c) => this.toResponse(c));
   }
 
+  async getCluster(id: number): Promise<ClusterDto> {
+    const cluster = await this.clusters.findOne({ where: { id } });
+    if (!cluster) throw new NotFoundException(`cluster ${id} not found`);
+    return this.toResponse(cluster);
+  }
+
   /** The enabled clusters that `visible` lets through (the caller's rules decide, in the controller). */
   async listAvailableClusters(visible: (cluster: string) => boolean): Promise<AvailableClusterDto[]> {
     const rows = await this.clusters.find({ where: { enabled: true }, order: { name: 'ASC' } });

@@ -55,6 +55,16 @@ export class UsersController {
     return toUserDetailResponse(await this.users.createUser(dto));
   }
 
+  /** One user, as the list shows it plus `avatar_url`. */
+  @Authenticated({ admin: true })
+  @Get(':id')
+  @ApiIdParam()
+  @ApiOkResponse({ type: UserDetailDto })
+  @ApiErrors(400, 404)
+  async getUser(@Param('id', ParseIdPipe) id: number): Promise<UserDetailDto> {
+    return toUserDetailResponse(await this.users.getUser(id));
+  }
+
   /** Changes a user's display name and avatar; only the properties sent change. */
   @Authenticated({ admin: true })
   @Put(':id')

@@ -106,8 +106,32 @@ describe(
       const curl = await operation.locator('.curl-command').innerText();
       assert.match(curl, new RegExp(`Authorization: ${apiKey}`));
 
+      // persistAuthorization: after a reload the key is still there, and an operation still runs with it.
+      await page.reload({ waitUntil: 'load' });
+      await operation.waitFor({ timeout: 30_000 });
+      await page.locator('.auth-wrapper .authorize').first().click();
+      await scheme.locator('button', { hasText: 'Logout' }).waitFor({ timeout: 10_000 });
+      await page.locator('.modal-ux .close-modal').first().click();
+
       assert.deepEqual(pageErrors, []);
       assert.deepEqual(elsewhere, [], 'the browser contacted nothing but the service');
+    });
+
+    test('no literal backticks on the page: summaries, tags, and opened operations', { timeout: 120_000 }, async () => {
+      const page = await browser.newPage();
+      await page.goto(`${base}/api/docs`, { waitUntil: 'load' });
+      await page.locator('#operations-Users-listUsers').waitFor({ timeout: 30_000 });
+      // Opening all of them takes minutes; these carry parameters, headers, bodies and every kind of response.
+      const opened = ['Resources-listResources', 'Resources-patchResource', 'Clusters-createCluster'];
+      for (const id of opened) await page.locator(`#operations-${id} .opblock-summary-control`).click();
+      await page
+        .locator('.opblock.is-open')
+        .nth(opened.length - 1)
+        .waitFor();
+      const text = await page.locator('#swagger-ui').innerText();
+      const shown = text.split('\n').filter((line) => line.includes('`'));
+      assert.deepEqual(shown, [], 'Markdown is rendered, not shown as such');
+      await page.close();
     });
   },
 );

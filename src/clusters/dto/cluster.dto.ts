@@ -4,16 +4,23 @@ import { CLUSTER_STATUSES, METRICS_STATUSES, type ClusterStatus, type MetricsSta
 export class ClusterDto {
   @ApiProperty({ type: 'integer' })
   id: number;
+  @ApiProperty({ example: 'production' })
   name: string;
+  @ApiProperty({ example: 'The production cluster' })
   description: string;
+  @ApiProperty()
   enabled: boolean;
   /** The service connects with its pod's service account. */
+  @ApiProperty()
   inCluster: boolean;
   /** Exactly one cluster is the default. */
+  @ApiProperty()
   isDefault: boolean;
   /** Address of the cluster's metrics query endpoint, or `""`. */
+  @ApiProperty({ example: 'http://prometheus.monitoring:9090' })
   metricsURL: string;
   /** Resource calls impersonate the caller (`cas:<username>`, groups `cas:role:<role>`). */
+  @ApiProperty()
   impersonate: boolean;
   /** Always `""`: the stored kubeconfig is never returned. */
   @ApiProperty({ example: '' })
@@ -46,23 +53,27 @@ export class ClusterCreatedDto {
   @ApiProperty({ type: 'integer' })
   id: number;
   /** Says that the cluster was created. */
+  @ApiProperty({ example: "cluster 'production' created" })
   message: string;
 }
 
 export class ClusterMessageDto {
   /** Says what was done. */
+  @ApiProperty({ example: "cluster 'production' updated" })
   message: string;
 }
 
 export class ImportedClusterDto {
   @ApiProperty({ type: 'integer' })
   id: number;
+  @ApiProperty({ example: 'staging' })
   name: string;
   isDefault: boolean;
 }
 
 export class ClustersImportedDto {
   /** Says how many clusters were imported. */
+  @ApiProperty({ example: 'imported 1 cluster' })
   message: string;
   clusters: ImportedClusterDto[];
 }
@@ -70,9 +81,11 @@ export class ClustersImportedDto {
 /** A cluster as a cluster picker shows it. */
 export class AvailableClusterDto {
   /** Send it in `x-cluster-name`. */
+  @ApiProperty({ example: 'production' })
   name: string;
   @ApiProperty({ example: 'v1.20.2' })
   version: string;
+  @ApiProperty()
   isDefault: boolean;
   @ApiProperty({ enum: CLUSTER_STATUSES })
   status: ClusterStatus;

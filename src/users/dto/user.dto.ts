@@ -4,6 +4,7 @@ export class RoleDto {
   @ApiProperty({ type: 'integer' })
   id: number;
   /** `admin`, `viewer`, or a custom role's name. */
+  @ApiProperty({ example: 'viewer' })
   name: string;
   description?: string;
 }
@@ -11,16 +12,21 @@ export class RoleDto {
 export class UserDto {
   @ApiProperty({ type: 'integer' })
   id: number;
+  @ApiProperty({ example: 'alice' })
   username: string;
   /** The sign-in provider; `password` for password users. */
+  @ApiProperty({ example: 'password' })
   provider: string;
   /** Display name. */
+  @ApiProperty({ example: 'Alice Example' })
   name: string;
   /** Whether the user may sign in and use the service. */
+  @ApiProperty()
   enabled: boolean;
   /** Time of the last successful login (ISO 8601 UTC), or null before the first. */
   @ApiProperty({ type: String, format: 'date-time', nullable: true })
   lastLoginAt: string | null;
+  @ApiProperty({ type: [RoleDto] })
   roles: RoleDto[];
   @ApiProperty({ type: String, format: 'date-time' })
   createdAt: string;
@@ -29,7 +35,7 @@ export class UserDto {
 /** A single user, with the fields the list leaves out. */
 export class UserDetailDto extends UserDto {
   /** Avatar image URL, or null. */
-  @ApiProperty({ type: String, nullable: true })
+  @ApiProperty({ type: String, nullable: true, example: 'https://example.com/alice.png' })
   avatar_url: string | null;
 }
 

@@ -93,38 +93,33 @@ export type RoleDto = {
 
 export type UserDetailDto = {
     id: number;
+    username: string;
+    /**
+     * The sign-in provider; `password` for password users.
+     */
+    provider: string;
+    /**
+     * Display name.
+     */
+    name: string;
+    /**
+     * Whether the user may sign in and use the service.
+     */
+    enabled: boolean;
     /**
      * Time of the last successful login (ISO 8601 UTC), or null before the first.
      */
     lastLoginAt: string | null;
+    roles: Array<RoleDto>;
     createdAt: string;
     /**
      * Avatar image URL, or null.
      */
     avatar_url: string | null;
-    username: string;
-    /**
-     * The sign-in provider; `password` for password users.
-     */
-    provider: string;
-    /**
-     * Display name.
-     */
-    name: string;
-    /**
-     * Whether the user may sign in and use the service.
-     */
-    enabled: boolean;
-    roles: Array<RoleDto>;
 };
 
 export type UserDto = {
     id: number;
-    /**
-     * Time of the last successful login (ISO 8601 UTC), or null before the first.
-     */
-    lastLoginAt: string | null;
-    createdAt: string;
     username: string;
     /**
      * The sign-in provider; `password` for password users.
@@ -138,7 +133,12 @@ export type UserDto = {
      * Whether the user may sign in and use the service.
      */
     enabled: boolean;
+    /**
+     * Time of the last successful login (ISO 8601 UTC), or null before the first.
+     */
+    lastLoginAt: string | null;
     roles: Array<RoleDto>;
+    createdAt: string;
 };
 
 export type UserListDto = {
@@ -378,6 +378,25 @@ export type AuthProviderDto = {
 
 export type ClusterDto = {
     id: number;
+    name: string;
+    description: string;
+    enabled: boolean;
+    /**
+     * The service connects with its pod's service account.
+     */
+    inCluster: boolean;
+    /**
+     * Exactly one cluster is the default.
+     */
+    isDefault: boolean;
+    /**
+     * Address of the cluster's metrics query endpoint, or `""`.
+     */
+    metricsURL: string;
+    /**
+     * Resource calls impersonate the caller (`cas:<username>`, groups `cas:role:<role>`).
+     */
+    impersonate: boolean;
     /**
      * Always `""`: the stored kubeconfig is never returned.
      */
@@ -408,25 +427,6 @@ export type ClusterDto = {
     metricsError: string | null;
     createdAt: string;
     updatedAt: string;
-    name: string;
-    description: string;
-    enabled: boolean;
-    /**
-     * The service connects with its pod's service account.
-     */
-    inCluster: boolean;
-    /**
-     * Exactly one cluster is the default.
-     */
-    isDefault: boolean;
-    /**
-     * Address of the cluster's metrics query endpoint, or `""`.
-     */
-    metricsURL: string;
-    /**
-     * Resource calls impersonate the caller (`cas:<username>`, groups `cas:role:<role>`).
-     */
-    impersonate: boolean;
 };
 
 export type CreateClusterDto = {
@@ -524,13 +524,13 @@ export type ClustersImportedDto = {
 };
 
 export type AvailableClusterDto = {
-    version: string;
-    status: 'ok' | 'unreachable' | 'error' | 'disabled';
     /**
      * Send it in `x-cluster-name`.
      */
     name: string;
+    version: string;
     isDefault: boolean;
+    status: 'ok' | 'unreachable' | 'error' | 'disabled';
 };
 
 export type LivenessDto = {
@@ -1229,6 +1229,53 @@ export type DeleteUserResponses = {
 };
 
 export type DeleteUserResponse = DeleteUserResponses[keyof DeleteUserResponses];
+
+export type GetUserData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/admin/users/{id}';
+};
+
+export type GetUserErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetUserError = GetUserErrors[keyof GetUserErrors];
+
+export type GetUserResponses = {
+    200: UserDetailDto;
+};
+
+export type GetUserResponse = GetUserResponses[keyof GetUserResponses];
 
 export type UpdateUserData = {
     body: UpdateUserDto;
@@ -2460,6 +2507,53 @@ export type DeleteClusterResponses = {
 
 export type DeleteClusterResponse = DeleteClusterResponses[keyof DeleteClusterResponses];
 
+export type GetClusterData = {
+    body?: never;
+    path: {
+        /**
+         * The id
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/admin/clusters/{id}';
+};
+
+export type GetClusterErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetClusterError = GetClusterErrors[keyof GetClusterErrors];
+
+export type GetClusterResponses = {
+    200: ClusterDto;
+};
+
+export type GetClusterResponse = GetClusterResponses[keyof GetClusterResponses];
+
 export type UpdateClusterData = {
     body: UpdateClusterDto;
     path: {
@@ -2837,7 +2931,9 @@ export type ListResourcesError = ListResourcesErrors[keyof ListResourcesErrors];
 
 export type ListResourcesResponses = {
     /**
-     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`). With `watch=true`: a stream of watch events, one JSON object per line (`application/json` by default, as kubectl and client-go expect, or `application/x-ndjson`), or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
+     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`).
+     *
+     * With `watch=true` the answer is a stream of watch events instead, each `{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {…}}` exactly as the cluster sends it (ERROR carries the cluster's `Status`; 410 means list again): one JSON object per line as `application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
     200: KubernetesList;
 };
@@ -3046,7 +3142,9 @@ export type ListObjectEventsError = ListObjectEventsErrors[keyof ListObjectEvent
 
 export type ListObjectEventsResponses = {
     /**
-     * An `EventList` of core/v1 Events, newest first. With `watch=true`: a stream of watch events, one JSON object per line (`application/json` by default, as kubectl and client-go expect, or `application/x-ndjson`), or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
+     * An `EventList` of core/v1 Events, newest first.
+     *
+     * With `watch=true` the answer is a stream of watch events instead, each `{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {…}}` exactly as the cluster sends it (ERROR carries the cluster's `Status`; 410 means list again): one JSON object per line as `application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
     200: KubernetesList;
 };
@@ -3255,7 +3353,7 @@ export type GetResourceResponse = GetResourceResponses[keyof GetResourceResponse
 
 export type PatchResourceData = {
     /**
-     * The patch: an object (strategic or merge patch) or an array of operations (JSON patch)
+     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`) with the matching `patchType`.
      */
     body: {
         [key: string]: unknown;
@@ -3806,7 +3904,7 @@ export type GetSubresourceResponse = GetSubresourceResponses[keyof GetSubresourc
 
 export type PatchSubresourceData = {
     /**
-     * The patch: an object (strategic or merge patch) or an array of operations (JSON patch)
+     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`) with the matching `patchType`.
      */
     body: {
         [key: string]: unknown;

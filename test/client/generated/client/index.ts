@@ -9,8 +9,6 @@ export {
 } from '../core/bodySerializer.gen.js';
 export { buildClientParams } from '../core/params.gen.js';
 export { serializeQueryKeyValue } from '../core/queryKeySerializer.gen.js';
-export type { ServerSentEventsResult } from '../core/serverSentEvents.gen.js';
-export type { ClientMeta } from '../core/types.gen.js';
 export { createClient } from './client.gen.js';
 export type {
   Client,

@@ -1,0 +1,199 @@
+/**
+ * The examples Swagger UI shows and sends, one per request body (and per content type of a patch), and one
+ * per error status. `completeDocument()` puts them into the document; test/e2e/openapi-examples.test.ts sends
+ * every request example to the service and expects it accepted, so an example that the service would refuse
+ * fails a test instead of misleading a reader.
+ */
+
+/** A self-signed certificate standing in for a cluster's CA (nothing trusts it). */
+const EXAMPLE_CA_DATA =
+  'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJnakNDQVNlZ0F3SUJBZ0lVZEM5TzNqYnZWRndraHBxR2FneGRUM0p0dDFFd0NnWUlLb1pJemowRUF3SXcKRlRFVE1CRUdBMVVFQXd3S2EzVmlaWEp1WlhSbGN6QWdGdzB5TmpFeE1qVXhNREk0TWpSYUdBOHlNVEkyTVRFdwpNVEV3TWpneU5Gb3dGVEVUTUJFR0ExVUVBd3dLYTNWaVpYSnVaWFJsY3pCWk1CTUdCeXFHU000OUFnRUdDQ3FHClNNNDlBd0VIQTBJQUJNRXNwR0gwempSdzZiOFdaeUJFMHZRckcyMzNIakFFRUpQdHQxZ2Z6UU1yallVWW9EdEwKU29GdEg5d3JWaVFzNHAwZjBvSEkvb3NrM0c0SEEyOVpWSGlqVXpCUk1CMEdBMVVkRGdRV0JCUmR6b1NIOGFaVAp5R1NwcG5XVkIvMUhkeXNva3pBZkJnTlZIU01FR0RBV2dCUmR6b1NIOGFaVHlHU3BwbldWQi8xSGR5c29rekFQCkJnTlZIUk1CQWY4RUJUQURBUUgvTUFvR0NDcUdTTTQ5QkFNQ0Ewa0FNRVlDSVFDVlV6aVp1c1h2RW1rdmdMbmcKYXE5b1NGTlZMSjliaFI2TkZtKzZyMm1TWHdJaEFJRnNEc2d6Z3RXTlRoNFJMOXRQd2F2elJIOU1SN01MUWZYMAoveUF1RGVZVgotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==';
+
+/** A kubeconfig of one context, as `kubectl config view --minify --flatten` prints it, with a token. */
+function exampleKubeconfig(context: string): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    `current-context: ${context}`,
+    'clusters:',
+    `  - name: ${context}`,
+    '    cluster:',
+    '      server: https://127.0.0.1:6443',
+    `      certificate-authority-data: ${EXAMPLE_CA_DATA}`,
+    'users:',
+    `  - name: ${context}-admin`,
+    '    user:',
+    '      token: replace-with-a-service-account-token',
+    'contexts:',
+    `  - name: ${context}`,
+    '    context:',
+    `      cluster: ${context}`,
+    `      user: ${context}-admin`,
+    '',
+  ].join('\n');
+}
+
+/** The cluster the resource examples name in `x-cluster-name` (created by the `createCluster` example). */
+export const EXAMPLE_CLUSTER = 'production';
+const PASSWORD = 'change-this-password';
+
+/** Kubernetes' patch content types, each with the `patchType` the service reads to pick the patch's kind. */
+export const PATCH_CONTENT_TYPES = {
+  // First: generators that pick one content type (@hey-api) then type the body as either kind of patch.
+  'application/json': undefined,
+  'application/strategic-merge-patch+json': undefined,
+  'application/merge-patch+json': 'merge',
+  'application/json-patch+json': 'json',
+} as const;
+export type PatchContentType = keyof typeof PATCH_CONTENT_TYPES;
+
+/** Examples of a patch body, per content type. */
+function patchExamples(merge: object, jsonPatch: object[]): Record<PatchContentType, unknown> {
+  return {
+    'application/json': merge,
+    'application/strategic-merge-patch+json': merge,
+    'application/merge-patch+json': merge,
+    'application/json-patch+json': jsonPatch,
+  };
+}
+
+/** The request body example of each operation that takes a body, by operationId. */
+export const REQUEST_EXAMPLES: Record<string, unknown> = {
+  createSuperUser: { username: 'admin', password: PASSWORD, name: 'Administrator' },
+  login: { username: 'admin', password: PASSWORD },
+  createUser: { username: 'alice', password: 'alice-long-password', name: 'Alice Example' },
+  updateUser: { name: 'Alice Example', avatar_url: 'https://example.com/alice.png' },
+  resetUserPassword: { password: 'alice-new-long-password' },
+  setUserEnabled: { enabled: false },
+  setUserRoles: { roles: ['viewer', 'shop-dev'] },
+  createRole: {
+    name: 'shop-dev',
+    description: 'Developers of the shop',
+    rules: [
+      {
+        clusters: [EXAMPLE_CLUSTER],
+        namespaces: ['shop'],
+        resources: ['deployments.apps', 'pods'],
+        verbs: ['get', 'list', 'watch', 'patch'],
+      },
+    ],
+  },
+  updateRole: {
+    description: 'Developers of the shop, read only',
+    rules: [{ clusters: [EXAMPLE_CLUSTER], namespaces: ['shop'], resources: ['*'], verbs: ['get', 'list', 'watch'] }],
+  },
+  createApiKey: { name: 'ci-deployer', roles: ['viewer'] },
+  createOwnApiKey: { name: 'my-laptop', roles: ['viewer'] },
+  checkPermission: { cluster: EXAMPLE_CLUSTER, resource: 'deployments.apps', namespace: 'shop', verb: 'patch' },
+  importClusters: { config: exampleKubeconfig('staging') },
+  createCluster: {
+    name: EXAMPLE_CLUSTER,
+    description: 'The production cluster',
+    config: exampleKubeconfig(EXAMPLE_CLUSTER),
+  },
+  updateCluster: { description: 'The production cluster, EU region', isDefault: true },
+  createResource: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'my-config' }, data: { greeting: 'hello' } },
+  replaceResource: {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'my-config', resourceVersion: '12345' },
+    data: { greeting: 'hello again' },
+  },
+  patchResource: patchExamples({ data: { greeting: 'hi' } }, [{ op: 'replace', path: '/data/greeting', value: 'hi' }]),
+  replaceSubresource: {
+    apiVersion: 'autoscaling/v1',
+    kind: 'Scale',
+    // The cluster wants the namespace in a Scale's body (the service fills it in only for whole objects).
+    metadata: { name: 'web', namespace: 'default', resourceVersion: '12345' },
+    spec: { replicas: 3 },
+  },
+  patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }]),
+};
+
+/** A ConfigMap as a cluster answers with it (the resource routes' path examples name it). */
+const CONFIG_MAP = {
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: {
+    name: 'my-config',
+    namespace: 'default',
+    uid: '0d5e3c1a-7b2f-4c8e-9a61-3f0b2d4e5a6c',
+    resourceVersion: '48213',
+    creationTimestamp: '2026-01-15T09:30:00Z',
+  },
+  data: { greeting: 'hi' },
+};
+/** A Deployment's Scale, as the subresource examples name it. */
+const SCALE = {
+  apiVersion: 'autoscaling/v1',
+  kind: 'Scale',
+  metadata: {
+    name: 'web',
+    namespace: 'default',
+    uid: '5b7c9d1e-2f4a-4b6c-8d0e-1a3c5e7f9b2d',
+    resourceVersion: '48350',
+    creationTimestamp: '2026-01-15T09:31:00Z',
+  },
+  spec: { replicas: 2 },
+  status: { replicas: 2, selector: 'app=web' },
+};
+
+/** The success answer's example of resource operations, by operationId (others show their schema's). */
+export const RESPONSE_EXAMPLES: Record<string, unknown> = {
+  listResources: {
+    apiVersion: 'v1',
+    kind: 'ConfigMapList',
+    metadata: { resourceVersion: '48213' },
+    items: [CONFIG_MAP],
+  },
+  getResource: CONFIG_MAP,
+  createResource: CONFIG_MAP,
+  replaceResource: CONFIG_MAP,
+  patchResource: CONFIG_MAP,
+  getSubresource: SCALE,
+  replaceSubresource: SCALE,
+  patchSubresource: SCALE,
+};
+
+/** Path parameter examples that differ from the ones the resource routes share, by operationId. */
+export const PARAMETER_EXAMPLES: Record<string, Record<string, string>> = {
+  getSubresource: { resource: 'deployments.apps', name: 'web', subresource: 'scale' },
+  replaceSubresource: { resource: 'deployments.apps', name: 'web', subresource: 'scale' },
+  patchSubresource: { resource: 'deployments.apps', name: 'web', subresource: 'scale' },
+};
+
+/** What the service says for each error status, as an example of its error body. */
+const ERROR_EXAMPLE_MESSAGES: Record<number, { error: string; message: string | string[] }> = {
+  400: { error: 'Bad Request', message: ['property colour should not exist'] },
+  401: { error: 'Unauthorized', message: 'authentication required' },
+  403: { error: 'Forbidden', message: 'this route needs the admin role' },
+  404: { error: 'Not Found', message: "cluster 'production' not found" },
+  409: { error: 'Conflict', message: "a cluster named 'production' already exists" },
+  413: { error: 'Payload Too Large', message: 'request body is larger than 1048576 bytes' },
+  414: { error: 'URI Too Long', message: 'a path segment is longer than 253 characters' },
+  415: { error: 'Unsupported Media Type', message: "Unsupported Media Type: 'text/plain'" },
+  422: { error: 'Unprocessable Entity', message: 'the object was refused' },
+  429: { error: 'Too Many Requests', message: 'too many failed logins; try again in 60 s' },
+  502: { error: 'Bad Gateway', message: "cluster 'production' could not be reached: ECONNREFUSED" },
+  503: { error: 'Service Unavailable', message: 'the service is shutting down' },
+  504: { error: 'Gateway Timeout', message: "cluster 'production' did not answer within 30 s" },
+};
+
+/** An example of the service's error body with this status. */
+export function errorExample(status: number) {
+  const known = ERROR_EXAMPLE_MESSAGES[status];
+  if (!known) return undefined;
+  return { statusCode: status, ...known, requestId: '7f9c2ba4-e88f-4b0e-9c3d-5f1a2b3c4d5e' };
+}
+
+/** A cluster's own refusal, as resource routes pass it through (`default`: any other status). */
+export const CLUSTER_STATUS_EXAMPLE = {
+  kind: 'Status',
+  apiVersion: 'v1',
+  metadata: {},
+  status: 'Failure',
+  message:
+    'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml',
+  reason: 'UnsupportedMediaType',
+  code: 415,
+};
