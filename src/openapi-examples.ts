@@ -37,7 +37,7 @@ function exampleKubeconfig(context: string): string {
 export const EXAMPLE_CLUSTER = 'production';
 const PASSWORD = 'change-this-password';
 
-/** Kubernetes' patch content types, each with the `patchType` the service reads to pick the patch's kind. */
+/** Kubernetes' patch content types, each with the `patchType` it stands for (absent: strategic merge). */
 export const PATCH_CONTENT_TYPES = {
   // First: generators that pick one content type (@hey-api) then type the body as either kind of patch.
   'application/json': undefined,
