@@ -9,7 +9,7 @@ import {
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { InjectRepository } from '@nestjs/typeorm';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Repository } from 'typeorm';
 import { toErrorResponse } from '../common/filters/http-exception.filter.js';
 import { refuseUndeclaredQuery } from '../common/strict-input.js';
@@ -61,32 +61,19 @@ export function registerAuthentication(
   users: Repository<UserEntity>,
 ): void {
   const logger = new Logger('Authentication');
-  const authenticateOrRefuse = async (request: FastifyRequest, reply: FastifyReply, pending: Promise<Caller>) => {
-    try {
-      (request as RequestWithCaller).caller = await pending;
-    } catch (error) {
-      if (!(error instanceof HttpException)) throw error;
-      const { body, headers } = toErrorResponse(error, String(request.id), logger);
-      return reply.code(body.statusCode).headers(headers).send(body);
-    }
-  };
-  fastify.addHook('onRequest', (request, reply, done) => {
+  fastify.addHook('onRequest', async (request, reply) => {
     const rule = (request.routeOptions.config as { [ACCESS_ROUTE_CONFIG]?: AccessRule } | undefined)?.[
       ACCESS_ROUTE_CONFIG
     ];
-    if (!rule || rule.public) return done();
-    // A credential whose caller is cached: no promise, the request goes on at once.
-    const secret = presentedSecret(request);
-    const found = secret ? credentials.resolveNow(secret) : authenticate(request, rule, credentials, users);
-    if (!(found instanceof Promise)) {
-      (request as RequestWithCaller).caller = found;
-      return done();
+    if (!rule || rule.public) return;
+    try {
+      (request as RequestWithCaller).caller = await authenticate(request, rule, credentials, users);
+    } catch (error) {
+      if (!(error instanceof HttpException)) throw error;
+      const { body, headers } = toErrorResponse(error, String(request.id), logger);
+      // Answered here: the request goes no further.
+      return reply.code(body.statusCode).headers(headers).send(body);
     }
-    // As Fastify runs an async hook: go on once it settles (a reply sent by it ends the request there).
-    authenticateOrRefuse(request, reply, found).then(
-      () => done(),
-      (error: Error) => done(error),
-    );
   });
 }
 

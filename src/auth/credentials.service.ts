@@ -67,8 +67,6 @@ function rolesOf(rows: RoleColumns[]): { roles: string[]; rules: GrantedRule[] }
 
 interface CachedCaller {
   caller: Promise<Caller>;
-  /** The caller, once the look-up succeeded. */
-  resolved?: Caller;
   resolvedAt: number;
 }
 
@@ -97,31 +95,18 @@ export class CredentialsService {
    * (concurrent requests with one credential share one look-up). The Caller is shared: read-only.
    */
   resolve(secret: string): Promise<Caller> {
-    const found = this.resolveNow(secret);
-    return found instanceof Promise ? found : Promise.resolve(found);
-  }
-
-  /**
-   * The same as `resolve`, but a caller already in the cache comes back as it is, not in a promise:
-   * the request hook then goes on in the same tick.
-   */
-  resolveNow(secret: string): Caller | Promise<Caller> {
     if (!secret.startsWith(SESSION_TOKEN_PREFIX) && !secret.startsWith(API_KEY_PREFIX)) {
       return Promise.reject(new UnauthorizedException(INVALID));
     }
     const hash = sha256Hex(secret);
     const now = Date.now();
     const cached = this.callers.get(hash);
-    if (cached && now - cached.resolvedAt < CALLER_TTL_MS) return cached.resolved ?? cached.caller;
+    if (cached && now - cached.resolvedAt < CALLER_TTL_MS) return cached.caller;
     if (this.callers.size >= MAX_CACHED_CALLERS) this.callers.clear();
     const caller = secret.startsWith(SESSION_TOKEN_PREFIX) ? this.resolveSession(hash) : this.resolveApiKey(hash);
-    const entry: CachedCaller = { caller, resolvedAt: now };
     // A refusal is cached like a caller; each request awaiting it gets the 401.
-    caller.then(
-      (resolved) => (entry.resolved = resolved),
-      () => undefined,
-    );
-    this.callers.set(hash, entry);
+    caller.catch(() => undefined);
+    this.callers.set(hash, { caller, resolvedAt: now });
     return caller;
   }
 
