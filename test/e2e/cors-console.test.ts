@@ -11,21 +11,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import { kubeRequest } from '../harness/control-plane.js';
+import { CHROMIUM, launchChromium } from '../support/browser.js';
 import { type ClusterApp, startClusterApp } from '../support/cluster-app.js';
-
-const CHROMIUM = '/usr/bin/chromium';
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 describe(
   'a console on a second origin (CORS) in headless Chromium',
@@ -48,13 +37,7 @@ describe(
       consoleOrigin = `http://localhost:${(consoleServer.address() as AddressInfo).port}`;
       c = await startClusterApp({ cluster: 'cors', namespace: ns, listen: true, env: { CORS_ORIGINS: consoleOrigin } });
       profile = await mkdtemp(join(tmpdir(), 'cas-chromium-cors-'));
-      browser = await chromium.launchPersistentContext(profile, {
-        executablePath: CHROMIUM,
-        headless: true,
-        args: FLAGS,
-        chromiumSandbox: false,
-        timeout: 60_000,
-      });
+      browser = await launchChromium(profile);
     });
     after(async () => {
       await browser?.close();

@@ -11,6 +11,7 @@ import {
   type ControlPlane,
 } from '../harness/control-plane.js';
 import { startKubelet, type Kubelet } from '../harness/kubelet.js';
+import { podOnNode } from '../support/kube.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
@@ -62,14 +63,7 @@ describe('one data plane: every route family goes to an impersonating cluster as
     kubelet = await startKubelet(cp, nodeName);
     await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
     await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'cm1' } });
-    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/pods`, {
-      metadata: { name: 'p1' },
-      spec: {
-        nodeName,
-        automountServiceAccountToken: false,
-        containers: [{ name: 'app', image: 'example.invalid/never-pulled' }],
-      },
-    });
+    await podOnNode(cp, ns, 'p1', nodeName);
     await kubeRequest(cp, 'POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
       metadata: { name: 'd1' },
       spec: {
@@ -238,14 +232,7 @@ describe('one stream owner: a disabled or deleted cluster ends its open watches 
     cp = await sharedControlPlane('a');
     kubelet = await startKubelet(cp, nodeName);
     await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
-    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/pods`, {
-      metadata: { name: 'p1' },
-      spec: {
-        nodeName,
-        automountServiceAccountToken: false,
-        containers: [{ name: 'app', image: 'example.invalid/never-pulled' }],
-      },
-    });
+    await podOnNode(cp, ns, 'p1', nodeName);
     kubelet.write(ns, 'p1', 'app', 'first line');
     t = await startTestApp();
     await t.app.listen({ port: 0, host: '127.0.0.1' });

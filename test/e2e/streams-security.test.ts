@@ -4,7 +4,6 @@
  * buffer reaches a slow client whole; the shared watches' memory stays bounded whatever the selectors.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -14,11 +13,12 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import { startKubelet, type Kubelet } from '../harness/kubelet.js';
+import { podOnNode } from '../support/kube.js';
 import { createPostgresDatabase, onPostgres, startTestApp, type TestApp } from '../support/app.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { closedPort } from '../support/kubeconfigs.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
+import { startServiceProcess, type ServiceProcess } from '../support/service-process.js';
 import { openWatch, type WatchClient } from './watch-client.js';
 
 const MIB = 1024 * 1024;
@@ -48,14 +48,7 @@ describe('streams under attack: HEAD, per-user limits, a first page larger than 
     cp = await sharedControlPlane('a');
     kubelet = await startKubelet(cp, nodeName);
     await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
-    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/pods`, {
-      metadata: { name: 'p1' },
-      spec: {
-        nodeName,
-        automountServiceAccountToken: false,
-        containers: [{ name: 'app', image: 'example.invalid/never-pulled' }],
-      },
-    });
+    await podOnNode(cp, ns, 'p1', nodeName);
     kubelet.write(ns, 'p1', 'app', 'a line');
     t = await startTestApp({
       env: {
@@ -234,7 +227,7 @@ function rssBytes(processId: number): number {
 
 describe('16 watches with distinct selectors on one collection, 5 MiB of writes: memory stays bounded', () => {
   let cp: ControlPlane;
-  let child: ChildProcess;
+  let service: ServiceProcess;
   let dataDir: string;
   let drop: (() => Promise<void>) | undefined;
   let base: string;
@@ -248,45 +241,32 @@ describe('16 watches with distinct selectors on one collection, 5 MiB of writes:
     dataDir = await mkdtemp(join(tmpdir(), 'cas-watchsel-'));
     let databaseUrl = `sqlite:${join(dataDir, 'cas.sqlite')}`;
     if (onPostgres) ({ url: databaseUrl, drop } = await createPostgresDatabase());
-    const port = await closedPort();
-    base = `http://127.0.0.1:${port}`;
     // As package.json's start runs it.
-    child = spawn(process.execPath, ['--max-semi-space-size=4', 'build/src/main.js'], {
-      env: {
-        ...process.env,
+    service = await startServiceProcess(
+      {
         GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
-        PORT: String(port),
-        HOST: '127.0.0.1',
         CAS_DATA_DIR: dataDir,
         DATABASE_URL: databaseUrl,
-        LOG_LEVEL: 'warn',
         CAS_BOOTSTRAP_USERNAME: 'admin',
         CAS_BOOTSTRAP_PASSWORD: 'admin-password-1',
       },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    await waitFor(
-      'the service to listen',
-      async () => (await fetch(`${base}/readyz`).catch(() => undefined))?.ok,
-      30_000,
-      200,
+      undefined,
+      { nodeArgs: ['--max-semi-space-size=4'] },
     );
-    const login = await fetch(`${base}/api/v1/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username: 'admin', password: 'admin-password-1' }),
+    base = service.base;
+    const login = await service.api('POST', '/api/v1/auth/login', {
+      body: { username: 'admin', password: 'admin-password-1' },
     });
-    token = ((await login.json()) as { token: string }).token;
-    const registered = await fetch(`${base}/api/v1/admin/clusters`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-      body: JSON.stringify({ name: 'alpha', config: kubeconfigFor(cp) }),
+    token = login.body.token as string;
+    const registered = await service.api('POST', '/api/v1/admin/clusters', {
+      token,
+      body: { name: 'alpha', config: kubeconfigFor(cp) },
     });
     assert.equal(registered.status, 201);
   });
   after(async () => {
     for (const c of clients) c.close();
-    if (child?.exitCode === null) child.kill('SIGKILL');
+    if (service?.child.exitCode === null) service.child.kill('SIGKILL');
     await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);
     await drop?.();
     await rm(dataDir, { recursive: true, force: true });
@@ -308,7 +288,7 @@ describe('16 watches with distinct selectors on one collection, 5 MiB of writes:
       });
       warm.close();
       await new Promise((r) => setTimeout(r, 1000));
-      const baseline = rssBytes(child.pid!);
+      const baseline = rssBytes(service.child.pid!);
       // Every selector matches every object written below: each of the 16 shared watches gets all 5 MiB.
       for (let i = 0; i < 16; i++) {
         const selector = encodeURIComponent(`case=sel,other!=n${i}`);
@@ -336,7 +316,7 @@ describe('16 watches with distinct selectors on one collection, 5 MiB of writes:
       }
       await Promise.all(clients.map((c) => c.until((e) => e.length >= 80, 60_000, 'the 80 events')));
       await new Promise((r) => setTimeout(r, 2000));
-      const loaded = rssBytes(child.pid!);
+      const loaded = rssBytes(service.child.pid!);
       const added = loaded - baseline;
       console.log(
         `# RSS: ${(baseline / MIB).toFixed(1)} MiB before, ${(loaded / MIB).toFixed(1)} MiB after 16 selector watches ` +

@@ -10,22 +10,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
+import { CHROMIUM, launchChromium } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
-
-const CHROMIUM = '/usr/bin/chromium';
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 describe(
   'Swagger UI in a real headless Chromium',
@@ -53,13 +42,7 @@ describe(
       base = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
       profile = await mkdtemp(join(tmpdir(), 'cas-chromium-'));
       // A fresh profile (--user-data-dir) each run; Playwright passes it to Chromium.
-      browser = await chromium.launchPersistentContext(profile, {
-        executablePath: CHROMIUM,
-        headless: true,
-        args: FLAGS,
-        chromiumSandbox: false,
-        timeout: 60_000,
-      });
+      browser = await launchChromium(profile);
       // Nothing may leave the machine: anything not addressed to the service is refused and recorded.
       await browser.route(
         (url) => url.origin !== base,

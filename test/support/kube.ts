@@ -103,3 +103,16 @@ export async function createCrd(
       (await kubeRequest(cp, 'GET', `/apis/${crd.group}/v1/namespaces/${crd.namespace}/${crd.plural}`)).status === 200,
   );
 }
+
+/** A pod bound to the test kubelet's node (it never runs: the kubelet only serves its logs and streams). */
+export async function podOnNode(cp: ControlPlane, namespace: string, name: string, nodeName: string): Promise<void> {
+  const created = await kubeRequest(cp, 'POST', `/api/v1/namespaces/${namespace}/pods`, {
+    metadata: { name },
+    spec: {
+      nodeName,
+      automountServiceAccountToken: false, // no wait for the new namespace's ServiceAccount token
+      containers: [{ name: 'app', image: 'example.invalid/never-pulled' }],
+    },
+  });
+  if (created.status !== 201) throw new Error(`pod ${namespace}/${name}: ${JSON.stringify(created.body)}`);
+}

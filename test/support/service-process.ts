@@ -26,11 +26,11 @@ export interface ServiceProcess {
 export async function startServiceProcess(
   env: Record<string, string>,
   port?: number,
-  options: { captureStdout?: boolean } = {},
+  options: { captureStdout?: boolean; nodeArgs?: string[] } = {},
 ): Promise<ServiceProcess> {
   const listenPort = port ?? (await closedPort());
   const base = `http://127.0.0.1:${listenPort}`;
-  const child = spawn(process.execPath, ['build/src/main.js'], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'build/src/main.js'], {
     env: { ...process.env, PORT: String(listenPort), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', options.captureStdout ? 'pipe' : 'inherit', 'inherit'],
   });

@@ -1,12 +1,10 @@
-import { BadGatewayException } from '@nestjs/common';
 import type { Readable } from 'node:stream';
 import { impersonationHeaders, type Impersonation } from '../../access/impersonation.js';
-import { readBounded } from '../../common/read-bounded.js';
 import { AddressNotAllowedError } from '../address-policy.js';
 import type { ClusterConnection } from '../cluster-connection.js';
 import { STREAM, type ClusterAnswer, type ClusterResponse, type Gather } from './answer.js';
 import { exchange } from './exchange.js';
-import { badAnswer, translateFailure } from './failures.js';
+import { badAnswer, readAnswer, translateFailure } from './failures.js';
 
 export const USER_AGENT = 'cluster-admin-service/1';
 
@@ -87,13 +85,7 @@ export class ClusterClient {
 
   /** Reads an answer whole (at most 8 MiB), with the same 502/504 as a failed call. */
   read(res: ClusterResponse, limit = READ_LIMIT): Promise<Buffer> {
-    return readBounded(
-      res,
-      limit,
-      (l) => new BadGatewayException(`${this.target} answered with more than ${l} bytes`),
-    ).catch((error: unknown) => {
-      throw translateFailure(this.target, error, this.timeoutMs);
-    });
+    return readAnswer(res, limit, this.target, this.timeoutMs);
   }
 
   /** A cluster's JSON answer; one that is not JSON is a 502 naming the cluster, never a 500. */

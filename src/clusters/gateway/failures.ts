@@ -1,4 +1,6 @@
 import { BadGatewayException, HttpException } from '@nestjs/common';
+import type { Readable } from 'node:stream';
+import { readBounded } from '../../common/read-bounded.js';
 import { AddressNotAllowedError } from '../address-policy.js';
 
 /** The cluster did not answer (or stopped sending) within the request's time-out. */
@@ -102,4 +104,11 @@ export function translateFailure(target: string, error: unknown, timeoutMs: numb
 /** An answer the cluster gave that the service cannot use (not JSON, too large, …): a 502 naming the cluster. */
 export function badAnswer(target: string, what: string): BadGatewayException {
   return new BadGatewayException(`${target} answered ${what}`);
+}
+
+/** Reads an answer whole, at most `limit` bytes (past it a 502); a connection that breaks meanwhile is the same 502/504 as a failed call. */
+export function readAnswer(res: Readable, limit: number, target: string, timeoutMs: number): Promise<Buffer> {
+  return readBounded(res, limit, (l) => badAnswer(target, `with more than ${l} bytes`)).catch((error: unknown) => {
+    throw translateFailure(target, error, timeoutMs);
+  });
 }

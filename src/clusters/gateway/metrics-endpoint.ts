@@ -1,11 +1,9 @@
-import { BadGatewayException } from '@nestjs/common';
 import type { Dispatcher } from 'undici';
-import { readBounded } from '../../common/read-bounded.js';
 import { AddressNotAllowedError, type AddressPolicy, refusedAddress } from '../address-policy.js';
 import { STREAM, type ClusterResponse } from './answer.js';
 import { USER_AGENT } from './cluster-client.js';
 import { exchange } from './exchange.js';
-import { translateFailure } from './failures.js';
+import { readAnswer, translateFailure } from './failures.js';
 
 /** The only Prometheus HTTP API paths the service ever requests. */
 export const PROMETHEUS_PATHS = {
@@ -85,12 +83,6 @@ export class MetricsEndpointClient {
 
   /** Reads a whole answer, refusing more than `limit` bytes (a 502), failures as get(). */
   read(res: ClusterResponse, limit: number): Promise<Buffer> {
-    return readBounded(
-      res,
-      limit,
-      (l) => new BadGatewayException(`${this.target} answered with more than ${l} bytes`),
-    ).catch((error: unknown) => {
-      throw translateFailure(this.target, error, this.timeoutMs);
-    });
+    return readAnswer(res, limit, this.target, this.timeoutMs);
   }
 }
