@@ -155,7 +155,7 @@ describe('faults: the service killed during a burst of admin writes', () => {
     CAS_BOOTSTRAP_USERNAME: 'admin',
     CAS_BOOTSTRAP_PASSWORD: 'admin-password-1',
     // The burst mints far more keys than one user may own by default.
-    CAS_API_KEYS_PER_USER: '100000',
+    CAS_API_KEYS_PER_USER: '10000',
   });
   const login = async (s: ServiceProcess) => {
     const res = await s.api('POST', '/api/v1/auth/login', {
