@@ -36,7 +36,7 @@ describe('request ids, errors, limits, headers', () => {
     assert.equal(missing.status, 404);
     assert.equal(missing.body.error, 'Not Found');
     // Under the service's own paths, an unknown route is a 404 too, not a resource call.
-    for (const url of ['/api/v1/admin/users/1', '/api/v1/auth/nothing/here', '/api/v1/admin/clusters/1']) {
+    for (const url of ['/api/v1/admin/users/1/nothing', '/api/v1/auth/nothing/here', '/api/v1/admin/nothing']) {
       const res = await request(t.app, 'GET', url, { token });
       assert.equal(res.status, 404, url);
     }
