@@ -130,7 +130,7 @@ export class ClusterHealthService implements OnApplicationBootstrap, OnModuleDes
 
   /** `GET /version` within the probe time-out, as the service itself; never throws. */
   async probe(connection: ClusterConnection): Promise<ProbeResult> {
-    const cluster = this.gateway.asService(connection, this.config.clusters.probeTimeoutMs);
+    const cluster = this.gateway.asService(connection, this.config.clusters.probeTimeoutMs, 'health');
     try {
       const res = await cluster.send({ method: 'GET', path: '/version' });
       return interpret(res.statusCode, (await cluster.read(res, MAX_BODY)).toString('utf8'));

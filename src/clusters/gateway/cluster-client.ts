@@ -49,6 +49,7 @@ export class ClusterClient {
     /** Sent as Impersonate-* headers; undefined: the service's own identity (a cluster without impersonation, or a call the service makes for itself). */
     readonly identity: Impersonation | undefined,
     readonly timeoutMs: number,
+    private readonly userAgent = USER_AGENT,
   ) {}
 
   get name(): string {
@@ -104,7 +105,7 @@ export class ClusterClient {
       if (conn.refusedAddress !== undefined) throw new AddressNotAllowedError(conn.refusedAddress);
       const headers: Record<string, string | string[]> = {
         accept: call.accept ?? 'application/json',
-        'user-agent': USER_AGENT,
+        'user-agent': this.userAgent,
         ...conn.authHeaders(),
       };
       if (this.identity) Object.assign(headers, impersonationHeaders(this.identity));

@@ -6,7 +6,7 @@ import { APP_CONFIG, type AppConfig } from '../../config/config.js';
 import { policyLookup } from '../address-policy.js';
 import { ClusterClientFactory } from '../cluster-client.factory.js';
 import type { ClusterConnection } from '../cluster-connection.js';
-import { ClusterClient } from './cluster-client.js';
+import { ClusterClient, USER_AGENT } from './cluster-client.js';
 import { type MetricsEndpoint, MetricsEndpointClient, NO_LINK_LOCAL } from './metrics-endpoint.js';
 
 /**
@@ -46,9 +46,12 @@ export class ClusterGateway implements OnModuleDestroy {
     return new ClusterClient(conn, conn.impersonate ? impersonationFor(caller) : undefined, this.timeoutMs);
   }
 
-  /** A connection already looked up, as the service itself; `timeoutMs` for calls allowed less (probes). */
-  asService(conn: ClusterConnection, timeoutMs = this.timeoutMs): ClusterClient {
-    return new ClusterClient(conn, undefined, timeoutMs);
+  /**
+   * A connection already looked up, as the service itself; `timeoutMs` for calls allowed less, and
+   * `purpose` to tell them apart in the cluster's audit log (health probes: `health`).
+   */
+  asService(conn: ClusterConnection, timeoutMs = this.timeoutMs, purpose?: string): ClusterClient {
+    return new ClusterClient(conn, undefined, timeoutMs, purpose ? `${USER_AGENT} (${purpose})` : USER_AGENT);
   }
 
   /** The current connection of a cluster (404/409/503 as clientFor): for streams that check it has not changed. */
