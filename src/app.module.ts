@@ -10,6 +10,7 @@ import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
+import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { ResourcesModule } from './resources/resources.module.js';
 import { UsersModule } from './users/users.module.js';
@@ -30,6 +31,7 @@ export class AppModule {
         ResourcesModule,
         MetricsModule,
         AuditModule,
+        KubeModule,
       ],
       providers: [
         {

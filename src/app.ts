@@ -13,6 +13,7 @@ import { CredentialsService } from './auth/credentials.service.js';
 import { attachDrain } from './common/drain.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
 import { jsonBodyParser } from './common/json-body.js';
+import { rawBodyOnly, unlessRawBody } from './kube/raw-body.js';
 import { createAccessLog, createPino, lazyChildLogger, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import { registerAudit } from './audit/audit.hook.js';
 import type { AppConfig } from './config/config.js';
@@ -183,7 +184,9 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
 
   fastify.removeAllContentTypeParsers();
   // Read as it arrives, the nesting checked on each piece (see json-body.ts).
-  fastify.addContentTypeParser(JSON_TYPES, jsonBodyParser(limits.maxJsonDepth));
+  fastify.addContentTypeParser(JSON_TYPES, unlessRawBody(jsonBodyParser(limits.maxJsonDepth)));
+  // The Kubernetes API path passes every body on unread (src/kube/raw-body.ts); elsewhere any other type is a 415.
+  fastify.addContentTypeParser('*', rawBodyOnly);
 
   await app.register(cookie);
   // Without allowed origins CORS adds nothing to any answer (and a preflight finds no route, 404):

@@ -9,12 +9,16 @@ import { AddressNotAllowedError } from './address-policy.js';
 import type { ClusterConnection } from './cluster-connection.js';
 
 export interface ClusterRequest {
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** A path below the connection's server URL, e.g. `/version` or `/api/v1/namespaces`. */
   path: string;
   query?: URLSearchParams;
-  body?: Buffer;
+  /** A stream (the Kubernetes API path passes a caller's body on as it arrives) is never sent twice. */
+  body?: Buffer | Readable;
   contentType?: string;
+  /** Default `application/json`; the Kubernetes API path passes on what its caller accepts (Table, protobuf). */
+  accept?: string;
+  contentEncoding?: string;
   userAgent: string;
   /**
    * Sent as `Impersonate-User` and one `Impersonate-Group` per group: the service's own identity,
@@ -154,6 +158,7 @@ async function retried(
     if (
       answered.at === 0 &&
       IDEMPOTENT.has(request.method) &&
+      !isStream(request.body) &&
       STALE_CONNECTION.has((error as NodeJS.ErrnoException).code ?? '')
     ) {
       return once(answered);
@@ -173,11 +178,12 @@ function attempt(
   const url = conn.server;
   const prefix = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : '';
   const headers: Record<string, string | string[]> = Object.assign(
-    { accept: 'application/json', 'user-agent': request.userAgent },
+    { accept: request.accept ?? 'application/json', 'user-agent': request.userAgent },
     conn.authHeaders(),
   );
   if (request.impersonate) Object.assign(headers, impersonationHeaders(request.impersonate));
   if (request.body) headers['content-type'] = request.contentType ?? 'application/json';
+  if (request.body && request.contentEncoding) headers['content-encoding'] = request.contentEncoding;
   // The whole wait for the answer's start is bounded: connecting by the pool's own time-out, then the
   // answer's start by headersTimeout, and the body by bodyTimeout. A request allowed less time than the
   // pool gives connecting (a health probe) also gets a deadline of its own.
@@ -323,6 +329,10 @@ class SettlingHandler implements Dispatcher.DispatchHandler {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+function isStream(body: ClusterRequest['body']): boolean {
+  return body !== undefined && !Buffer.isBuffer(body);
+}
 
 /** Printable ASCII, no leading or trailing space, bounded: nothing that could end a header or start another. */
 const SAFE_HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?$/;

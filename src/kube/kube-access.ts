@@ -20,6 +20,8 @@ const DISCOVERY = [
 /** Subresources that are the object seen another way: the parent's verb on the parent (the subresource routes' rule). */
 const PARENT_VERB_SUBRESOURCES = new Set(['status', 'scale']);
 const PARENT_VERBS = new Set(['get', 'update', 'patch']);
+/** The verbs RequestInfo gives a resource request (besides `proxy`). */
+const RESOURCE_VERBS = new Set(['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection']);
 
 /**
  * What the service's rules must allow before a request on the Kubernetes path is sent:
@@ -66,7 +68,7 @@ export function kubeAccessOf(info: RequestInfo, cluster: string): KubeAccess {
     return { kind: 'invalid', statusCode: 404, reason: `'${id.slice(0, 253)}' is not a resource name` };
   }
   const namespace = namespaceOf(info);
-  if (info.verb === 'proxy') return { kind: 'admin', what: `proxy of ${id}` };
+  if (!RESOURCE_VERBS.has(info.verb)) return { kind: 'admin', what: `${info.verb} of ${id}` };
   let verb: Verb;
   if (info.subresource === '') {
     // One rule that lets a caller delete every object of a type in a namespace covers deleting them at once.
