@@ -7,12 +7,14 @@ import { getRepositoryToken } from '@nestjs/typeorm';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import { AppModule } from './app.module.js';
 import { registerAuthentication } from './auth/auth.guard.js';
 import { CredentialsService } from './auth/credentials.service.js';
 import { attachDrain } from './common/drain.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
 import { jsonBodyParser } from './common/json-body.js';
+import { httpsOptions, reloadCertificatesOnChange } from './common/tls.js';
 import { rawBodyOnly, unlessRawBody } from './kube/raw-body.js';
 import { createAccessLog, createPino, lazyChildLogger, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import { registerAudit } from './audit/audit.hook.js';
@@ -87,6 +89,11 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   const pino = createPino(config.logLevel);
   const limits = config.limits;
   const requestTimeoutMs = limits.requestTimeoutSeconds * 1000;
+  const serverOptions = {
+    requestTimeout: requestTimeoutMs,
+    headersTimeout: Math.min(requestTimeoutMs, 60_000),
+    connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
+  };
   const adapter = new FastifyAdapter({
     loggerInstance: pino,
     // No Nest middleware is used: without middie no request runs its (empty) middleware chain.
@@ -101,11 +108,9 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     // Receiving the request (headers and body) must finish in time; the response may take longer
     // (a waited delete, a stream). Node checks these every second rather than every 30 s.
     requestTimeout: requestTimeoutMs,
-    http: {
-      requestTimeout: requestTimeoutMs,
-      headersTimeout: Math.min(requestTimeoutMs, 60_000),
-      connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
-    },
+    http: serverOptions,
+    // CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE: the service serves https itself (see common/tls.ts).
+    https: config.tls ? { ...serverOptions, ...httpsOptions(config.tls) } : undefined,
     connectionTimeout: limits.connectionTimeoutSeconds * 1000,
     keepAliveTimeout: limits.keepAliveTimeoutSeconds * 1000,
     requestIdHeader: false,
@@ -134,6 +139,10 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     bodyParser: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
+  if (config.tls) {
+    const stop = reloadCertificatesOnChange(fastify.server as unknown as TlsServer, config.tls);
+    fastify.addHook('onClose', (_instance, done) => (stop(), done()));
+  }
 
   const security = securityHeaders({
     contentSecurityPolicy: {
