@@ -40,9 +40,12 @@ export function kubePathOf(url: string): { path: string; forwardPath: string; qu
   const mark = url.indexOf('?');
   const rawPath = mark < 0 ? url : url.slice(0, mark);
   const query = new URLSearchParams(mark < 0 ? '' : url.slice(mark + 1));
-  const at = rawPath.indexOf('/k8s');
-  const rest = at < 0 ? '' : rawPath.slice(at + '/k8s'.length);
-  const segments = rest.split('/').slice(1);
+  // `/api/v1/clusters/<name>/k8s/<path>`: the name is one segment (the router's parameter), the path all that follows.
+  const all = rawPath.split('/');
+  const at = all.indexOf('k8s', 5);
+  if (at < 0) refuse(404, 'not a path of the Kubernetes API: /api/v1/clusters/<name>/k8s/<path>');
+  const rest = `/${all.slice(at + 1).join('/')}`;
+  const segments = all.slice(at + 1);
   if (segments.length > 0 && segments[segments.length - 1] === '') segments.pop();
   const decoded = segments.map((segment) => {
     let value: string;
