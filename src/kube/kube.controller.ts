@@ -12,18 +12,40 @@ import {
   Res,
   UseFilters,
 } from '@nestjs/common';
-import { ApiOperation, ApiParam, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBody, ApiConsumes, ApiOperation, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
+import { kubernetesRef } from '../resources/dto/kubernetes-schemas.js';
 import { KubeStatusFilter } from './kube-status.js';
 import { KubeService } from './kube.service.js';
 import { RawBody } from './raw-body.js';
 
 const PATH = 'clusters/:name/k8s/*';
 
+/** What the service itself answers on this path, each as a Kubernetes `Status`. */
+const STATUS_ERRORS: Record<number, string> = {
+  400: 'A path the service cannot place (an empty, `.`, `..` or encoded-slash segment), or a bad header',
+  403: "The service's rules do not allow it (the message says what is lacking), or an `Impersonate-*` header was sent",
+  404: 'An unknown cluster, or a path that names no resource',
+  409: 'The cluster is disabled',
+  413: 'The request body is larger than 10 MiB',
+  502: 'The cluster could not be reached',
+  504: 'The cluster did not answer in time',
+};
+
+const BODY_TYPES = [
+  'application/json',
+  'application/yaml',
+  'application/strategic-merge-patch+json',
+  'application/merge-patch+json',
+  'application/json-patch+json',
+  'application/apply-patch+yaml',
+  'application/vnd.kubernetes.protobuf',
+];
+
 /** One passthrough operation per method: a generated client is not this path's user, kubectl is. */
-const Passthrough = (method: string) =>
+const Passthrough = (method: string, withBody: boolean) =>
   applyDecorators(
     ApiOperation({
       summary: `${method} on the cluster's Kubernetes API`,
@@ -41,17 +63,33 @@ const Passthrough = (method: string) =>
       description: 'A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`',
       example: 'api/v1/namespaces/default/pods',
     }),
-    ApiProduces('application/json', 'application/yaml', 'application/vnd.kubernetes.protobuf'),
+    ...(withBody
+      ? [
+          ApiConsumes(...BODY_TYPES),
+          ApiBody({
+            required: false,
+            description: 'A Kubernetes object or patch, passed on as sent',
+            schema: { type: 'object', additionalProperties: true },
+          }),
+        ]
+      : []),
     ApiResponse({
       status: '2XX',
-      description: "The cluster's answer, unchanged",
-      content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } },
+      description: "The cluster's answer, unchanged (its errors too, as its own `Status`)",
+      content: Object.fromEntries(
+        ['application/json', 'application/yaml', 'application/vnd.kubernetes.protobuf', 'text/plain'].map((type) => [
+          type,
+          { schema: type === 'application/json' ? { type: 'object', additionalProperties: true } : { type: 'string' } },
+        ]),
+      ),
     }),
-    ApiResponse({
-      status: '4XX',
-      description: "A Kubernetes `Status` (the service's refusal, or the cluster's own answer)",
-      content: { 'application/json': { schema: { $ref: '#/components/schemas/KubernetesStatus' } } },
-    }),
+    ...Object.entries(STATUS_ERRORS).map(([status, description]) =>
+      ApiResponse({
+        status: Number(status),
+        description,
+        content: { 'application/json': { schema: kubernetesRef('KubernetesStatus') } },
+      }),
+    ),
   );
 
 /** `/api/v1/clusters/<name>/k8s/<path>`: the Kubernetes API through the service (CONTRACT §11). */
@@ -63,10 +101,10 @@ export class KubeController {
 
   /** Reads (and `HEAD`): get, list, watch (`?watch=true` and the legacy `/watch/` paths), logs, discovery. */
   @RawBody()
+  @Passthrough('GET', false)
   @Authenticated()
   @Get(PATH)
-  @Passthrough('GET')
-  kubernetesGet(
+  getKubernetesApi(
     @Auth() caller: Caller,
     @Param('name') name: string,
     @Query() _query: unknown,
@@ -78,10 +116,10 @@ export class KubeController {
 
   /** Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself). */
   @RawBody()
+  @Passthrough('POST', true)
   @Authenticated()
   @Post(PATH)
-  @Passthrough('POST')
-  kubernetesPost(
+  postKubernetesApi(
     @Auth() caller: Caller,
     @Param('name') name: string,
     @Query() _query: unknown,
@@ -93,10 +131,10 @@ export class KubeController {
 
   /** Replaces an object or a subresource. */
   @RawBody()
+  @Passthrough('PUT', true)
   @Authenticated()
   @Put(PATH)
-  @Passthrough('PUT')
-  kubernetesPut(
+  putKubernetesApi(
     @Auth() caller: Caller,
     @Param('name') name: string,
     @Query() _query: unknown,
@@ -108,10 +146,10 @@ export class KubeController {
 
   /** Patches: strategic merge, JSON merge, JSON patch and server-side apply, by `Content-Type`. */
   @RawBody()
+  @Passthrough('PATCH', true)
   @Authenticated()
   @Patch(PATH)
-  @Passthrough('PATCH')
-  kubernetesPatch(
+  patchKubernetesApi(
     @Auth() caller: Caller,
     @Param('name') name: string,
     @Query() _query: unknown,
@@ -123,10 +161,10 @@ export class KubeController {
 
   /** Deletes an object, or a collection (`deletecollection`: `kubectl delete --all`). */
   @RawBody()
+  @Passthrough('DELETE', false)
   @Authenticated()
   @Delete(PATH)
-  @Passthrough('DELETE')
-  kubernetesDelete(
+  deleteKubernetesApi(
     @Auth() caller: Caller,
     @Param('name') name: string,
     @Query() _query: unknown,

@@ -1,5 +1,5 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
-import { ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { noteAudit } from '../audit/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
@@ -23,7 +23,6 @@ export class KubeconfigsController {
   @Authenticated()
   @Post('kubeconfig')
   @HttpCode(201)
-  @ApiProduces('application/yaml')
   @ApiResponse({
     status: 201,
     description: 'The kubeconfig (YAML): `kubectl --kubeconfig <file> get pods` works with it as it is',

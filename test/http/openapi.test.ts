@@ -72,6 +72,15 @@ const CONSOLE_OPERATION_IDS = [
   'replaceSubresource',
   'patchSubresource',
 ];
+/** The Kubernetes API path (one passthrough operation per method) and its kubeconfigs (CONTRACT §11). */
+const KUBE_OPERATION_IDS = [
+  'getKubernetesApi',
+  'postKubernetesApi',
+  'putKubernetesApi',
+  'patchKubernetesApi',
+  'deleteKubernetesApi',
+  'createKubeconfig',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS, ...SSO_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -105,6 +114,7 @@ describe('OpenAPI document', () => {
             ...ACCESS_OPERATION_IDS,
             ...SSO_OPERATION_IDS,
             ...CONSOLE_OPERATION_IDS,
+            ...KUBE_OPERATION_IDS,
           ].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );
