@@ -5,6 +5,7 @@ import { ClusterEntity } from '../clusters/cluster.entity.js';
 import { ClustersModule } from '../clusters/clusters.module.js';
 import { KubeController } from './kube.controller.js';
 import { KubeService } from './kube.service.js';
+import { KubeStreams } from './kube-streams.js';
 import { KubeconfigsController } from './kubeconfigs.controller.js';
 import { KubeconfigsService } from './kubeconfigs.service.js';
 
@@ -12,6 +13,6 @@ import { KubeconfigsService } from './kubeconfigs.service.js';
 @Module({
   imports: [ClustersModule, AuthModule, TypeOrmModule.forFeature([ClusterEntity])],
   controllers: [KubeController, KubeconfigsController],
-  providers: [KubeService, KubeconfigsService],
+  providers: [KubeService, KubeStreams, KubeconfigsService],
 })
 export class KubeModule {}

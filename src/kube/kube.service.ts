@@ -4,7 +4,9 @@ import { Readable } from 'node:stream';
 import { Authorizer } from '../access/authorizer.js';
 import { impersonationFor } from '../access/impersonation.js';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
+import { presentedSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
+import { CredentialsService } from '../auth/credentials.service.js';
 import {
   CLUSTER_CONNECTIONS,
   type ClusterConnection,
@@ -15,6 +17,7 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { decideKubeAccess, kubeAccessOf, resourceIdOf } from './kube-access.js';
 import { KubeForwarder, type KubeRequest } from './kube-forwarder.js';
 import { KubeStatusException, type StatusDetails } from './kube-status.js';
+import { KubeStreams } from './kube-streams.js';
 import { parseRequestInfo, type RequestInfo, UnplaceableRequestError } from './request-info.js';
 import { accessReviewDecision, isSelfReview, ReviewInputError, rulesReviewStatus } from './self-reviews.js';
 
@@ -98,6 +101,8 @@ export class KubeService {
     @Inject(CLUSTER_CONNECTIONS) private readonly clusters: ClusterConnections,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly authorizer: Authorizer,
+    private readonly credentials: CredentialsService,
+    private readonly streams: KubeStreams,
   ) {
     this.forwarder = new KubeForwarder(config.clusterRequestTimeoutSeconds * 1000, KUBE_BODY_LIMIT);
   }
@@ -146,6 +151,9 @@ export class KubeService {
     const conn = this.clusters.forNameNow(cluster) ?? (await this.clusters.forName(cluster));
     if (review) return this.answerReview(caller, conn, info, request, reply);
 
+    const longLived =
+      info.verb === 'watch' || (info.subresource === 'log' && /^(true|1)$/i.test(query.get('follow') ?? ''));
+    if (longLived) this.streams.admit(caller);
     const answer = await this.forwarder.forward(conn, this.impersonation(caller, conn), {
       method,
       path: forwardPath,
@@ -156,10 +164,40 @@ export class KubeService {
         contentEncoding: headerValue(request, 'content-encoding'),
       },
       body: request.body instanceof Readable ? request.body : undefined,
-      longLived: info.verb === 'watch' || (info.subresource === 'log' && /^(true|1)$/i.test(query.get('follow') ?? '')),
+      longLived,
     });
     reply.status(answer.statusCode).headers(answer.headers);
+    if (longLived && answer.statusCode < 300) {
+      const secret = presentedSecret(request);
+      return reply.send(this.streams.own(caller, answer.body, () => this.stillAllowed(secret, cluster, conn, info)));
+    }
     return reply.send(isWriteMethod(method) ? peekWriteAnswer(request, answer.body) : answer.body);
+  }
+
+  /** The re-check of a long-lived answer: the credential resolved anew, the request decided anew, the cluster unchanged. */
+  private async stillAllowed(
+    secret: string | undefined,
+    cluster: string,
+    conn: ClusterConnection,
+    info: RequestInfo,
+  ): Promise<string | null> {
+    if (!secret) return 'no credential to check again';
+    let caller: Caller;
+    try {
+      caller = await this.credentials.resolve(secret);
+    } catch {
+      return 'the credential is no longer valid';
+    }
+    if (caller.roles.length === 0) return 'the caller has no role';
+    const decision = decideKubeAccess(this.authorizer, caller, kubeAccessOf(info, cluster), cluster);
+    if (!decision.allowed) return decision.reason;
+    try {
+      const now = this.clusters.forNameNow(cluster) ?? (await this.clusters.forName(cluster));
+      if (now.generation !== conn.generation) return 'the cluster changed';
+    } catch {
+      return 'the cluster is gone or disabled';
+    }
+    return null;
   }
 
   /**

@@ -159,6 +159,54 @@ describe('the Kubernetes API path: bad input, credentials, refusals', () => {
     assert.ok(proto.text.startsWith('k8s\u0000'), 'the protobuf envelope, unchanged');
   });
 
+  test('a watch ends cleanly once its key is revoked', async () => {
+    const config = parse(await app.mint(app.adminToken, { clusters: ['alpha'] }));
+    const key = config.users[0].user.token as string;
+    const { hostname, port } = new URL(app.base);
+    const ended = await new Promise<{ end: Promise<string> }>((resolve, reject) => {
+      const req = https.get(
+        {
+          host: hostname,
+          port,
+          path: `${k8s()}/api/v1/namespaces/${ns}/configmaps?watch=1`,
+          ca: app.caPem,
+          agent: false,
+          headers: { authorization: `Bearer ${key}` },
+        },
+        (res) => {
+          assert.equal(res.statusCode, 200);
+          res.resume();
+          resolve({
+            end: new Promise<string>((done) => {
+              res.on('end', () => done('end'));
+              res.on('aborted', () => done('aborted'));
+              res.on('error', () => done('aborted'));
+            }),
+          });
+        },
+      );
+      req.on('error', reject);
+    });
+    const keys = await app.t.app.inject({
+      method: 'GET',
+      url: '/api/v1/auth/apikeys',
+      headers: { authorization: `Bearer ${app.adminToken}` },
+    });
+    const id = (JSON.parse(keys.body) as Array<{ id: number; prefix: string }>).find((k) =>
+      key.startsWith(k.prefix),
+    )!.id;
+    const started = Date.now();
+    const revoked = await app.t.app.inject({
+      method: 'DELETE',
+      url: `/api/v1/auth/apikeys/${id}`,
+      headers: { authorization: `Bearer ${app.adminToken}` },
+    });
+    assert.equal(revoked.statusCode, 200, revoked.body);
+    const how = await Promise.race([ended.end, new Promise<string>((r) => setTimeout(() => r('still open'), 15_000))]);
+    assert.equal(how, 'end', 'the watch ended cleanly');
+    assert.ok(Date.now() - started < 10_000);
+  });
+
   test('a body larger than the bound is a 413 Status', async () => {
     const res = await call(app, devKey, 'POST', `${k8s()}/api/v1/namespaces/${ns}/configmaps`, {
       headers: { 'content-type': 'application/json' },
