@@ -1,5 +1,6 @@
 import { BadRequestException, ForbiddenException, Inject, Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Repository } from 'typeorm';
 import { stringify } from 'yaml';
@@ -69,7 +70,8 @@ export class KubeconfigsService {
     const expiresAt = new Date(Date.now() + seconds * 1000);
     const key = await this.apiKeys.createApiKey(
       {
-        name: `kubeconfig ${caller.name.slice(0, 60)} ${expiresAt.toISOString()}`.slice(0, 100),
+        // Unique without a round trip: the owner, when it expires, and a few random characters.
+        name: `kubeconfig ${caller.name.slice(0, 50)} ${expiresAt.toISOString()} ${randomBytes(3).toString('hex')}`,
         roles: caller.roles,
         expiresAt: expiresAt.toISOString(),
       },
