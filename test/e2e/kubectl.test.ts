@@ -3,21 +3,18 @@
 // against the cluster directly; refusals are the service's, as kubectl prints the apiserver's own.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
-import { makeCertificates } from '../harness/certs.js';
 import { kubeBinDir } from '../harness/binaries.js';
-import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor, registerCluster } from '../support/clusters.js';
-import { createUser, login, signedIn } from '../support/factories.js';
+import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import type { TestApp } from '../support/app.js';
+import { createUser, login } from '../support/factories.js';
 import { request } from '../support/http.js';
-import { freePort } from '../support/prometheus.js';
+import { startKubeApiApp, type KubeApiApp } from '../support/kube-api.js';
 
 const KUBECTL = process.env.KUBECTL_BIN || join(kubeBinDir(), 'kubectl');
 
@@ -60,6 +57,7 @@ describe('kubectl through the service (over TLS, with a generated kubeconfig)', 
   const ns = `kubectl-${process.pid}`;
   let cp: ControlPlane;
   let t: TestApp;
+  let app: KubeApiApp;
   let dir: string;
   let home: string;
   let direct: string;
@@ -96,25 +94,9 @@ describe('kubectl through the service (over TLS, with a generated kubeconfig)', 
   const ok = (run: Run, what: string) => assert.equal(run.code, 0, `${what}: ${run.stderr}`);
 
   before(async () => {
-    cp = await sharedControlPlane('a');
-    dir = await mkdtemp(join(tmpdir(), 'cas-kubectl-'));
+    app = await startKubeApiApp({ cluster: 'alpha', namespace: ns });
+    ({ cp, t, dir, adminToken } = app);
     home = join(dir, 'home');
-    await mkdir(home);
-    await mkdir(join(dir, 'pki'));
-    const pki = await makeCertificates(join(dir, 'pki'), 'kubectl');
-    const port = await freePort();
-    t = await startTestApp({
-      env: {
-        CAS_TLS_CERT_FILE: pki.serverCert,
-        CAS_TLS_KEY_FILE: pki.serverKey,
-        CAS_PUBLIC_URL: `https://127.0.0.1:${port}`,
-        CAS_PUBLIC_CA_FILE: pki.caCert,
-      },
-    });
-    await t.app.listen({ port, host: '127.0.0.1' });
-    adminToken = (await signedIn(t, 'admin')).token;
-    await registerCluster(t, adminToken, 'alpha', kubeconfigFor(cp));
-    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
     const role = await request(t.app, 'POST', '/api/v1/admin/roles', {
       token: adminToken,
       body: {
@@ -131,28 +113,13 @@ describe('kubectl through the service (over TLS, with a generated kubeconfig)', 
     });
     assert.equal(role.status, 201, role.text);
     devToken = await login(t, await createUser(t, { role: 'kube-dev' as never }));
-    const mint = async (token: string) => {
-      const res = await t.app.inject({
-        method: 'POST',
-        url: '/api/v1/auth/kubeconfig',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        payload: '{}',
-      });
-      assert.equal(res.statusCode, 201, res.body);
-      return res.body;
-    };
     asAdmin = join(dir, 'admin.yaml');
     asDev = join(dir, 'dev.yaml');
-    direct = join(dir, 'direct.yaml');
-    await writeFile(asAdmin, await mint(adminToken));
-    await writeFile(asDev, await mint(devToken));
-    await writeFile(direct, await readFile(cp.kubeconfigPath));
+    direct = cp.kubeconfigPath;
+    await writeFile(asAdmin, await app.mint(adminToken));
+    await writeFile(asDev, await app.mint(devToken));
   });
-  after(async () => {
-    await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
-    await t?.close();
-    await rm(dir, { recursive: true, force: true });
-  });
+  after(() => app?.close());
 
   test('version and api-resources print what they print against the cluster', async () => {
     const [through, straight] = await Promise.all([svc(['version', '-o', 'json']), cluster(['version', '-o', 'json'])]);
