@@ -157,6 +157,11 @@ describe('the Kubernetes API path: bad input, credentials, refusals', () => {
     assert.equal(proto.status, 200);
     assert.equal(proto.headers['content-type'], 'application/vnd.kubernetes.protobuf');
     assert.ok(proto.text.startsWith('k8s\u0000'), 'the protobuf envelope, unchanged');
+    // HEAD reaches the cluster as HEAD: its answer, whatever it is, comes back without a body.
+    const path = `/api/v1/namespaces/${ns}/configmaps/kube-root-ca.crt`;
+    const head = await call(app, devKey, 'HEAD', `${k8s()}${path}`);
+    assert.equal(head.status, (await kubeRequest(app.cp, 'HEAD', path)).status);
+    assert.equal(head.text, '');
   });
 
   test('a watch ends cleanly once its key is revoked', async () => {
