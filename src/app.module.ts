@@ -10,6 +10,7 @@ import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
+import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { ObservabilityModule } from './observability/observability.module.js';
 import { HttpModule } from './http/http.module.js';
@@ -34,6 +35,7 @@ export class AppModule {
         ObservabilityModule,
         HttpModule,
         AuditModule,
+        KubeModule,
       ],
       providers: [
         {

@@ -4,8 +4,10 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import type { FastifyReply } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import { AppModule } from './app.module.js';
 import { errorBody } from './common/filters/http-exception.filter.js';
+import { httpsOptions, reloadCertificatesOnChange } from './common/tls.js';
 import { createAccessLog, createPino, lazyChildLogger, OneLineLogController, PinoNestLogger } from './common/logger.js';
 import type { AppConfig } from './config/config.js';
 import { API_PREFIX, HttpEdge } from './http/edge.js';
@@ -31,6 +33,11 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   const pino = createPino(config.logLevel);
   const limits = config.limits;
   const requestTimeoutMs = limits.requestTimeoutSeconds * 1000;
+  const serverOptions = {
+    requestTimeout: requestTimeoutMs,
+    headersTimeout: Math.min(requestTimeoutMs, 60_000),
+    connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
+  };
   const adapter = new FastifyAdapter({
     loggerInstance: pino,
     // No Nest middleware is used: without middie no request runs its (empty) middleware chain.
@@ -43,11 +50,9 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     // Receiving the request (headers and body) must finish in time; the response may take longer
     // (a waited delete, a stream). Node checks these every second rather than every 30 s.
     requestTimeout: requestTimeoutMs,
-    http: {
-      requestTimeout: requestTimeoutMs,
-      headersTimeout: Math.min(requestTimeoutMs, 60_000),
-      connectionsCheckingInterval: Math.min(1000, requestTimeoutMs),
-    },
+    http: serverOptions,
+    // CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE: the service serves https itself (see common/tls.ts).
+    https: config.tls ? { ...serverOptions, ...httpsOptions(config.tls) } : undefined,
     connectionTimeout: limits.connectionTimeoutSeconds * 1000,
     keepAliveTimeout: limits.keepAliveTimeoutSeconds * 1000,
     requestIdHeader: false,
@@ -75,6 +80,11 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     abortOnError: false,
     bodyParser: false,
   });
+  const fastify = app.getHttpAdapter().getInstance();
+  if (config.tls) {
+    const stop = reloadCertificatesOnChange(fastify.server as unknown as TlsServer, config.tls);
+    fastify.addHook('onClose', (_instance, done) => (stop(), done()));
+  }
   app.setGlobalPrefix(API_PREFIX, { exclude: ['healthz', 'readyz', 'metrics'] });
   const document = setupSwagger(app);
   await app.get(HttpEdge).register(app, document);

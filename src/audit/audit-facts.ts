@@ -19,6 +19,11 @@ export const MAX_PEEKED_ANSWER = 2 * 1024 * 1024;
 export interface AuditFacts {
   /** The actor when the request carries no authenticated caller (login: the username tried; its id once known). */
   actor?: { kind: 'user'; id: number | null; name: string };
+  /**
+   * A call on the Kubernetes API path (`/clusters/<name>/k8s/...`), whose route parameters do not
+   * name the object: the cluster, the apiserver's verb and the object as the request was parsed.
+   */
+  kube?: { cluster: string; verb: string; resource: string | null; namespace: string | null; name: string | null };
   /** Overrides the target the route's path gives. */
   target?: { kind: string; id: string | null };
   /** The cluster's answer to a resource write (bounded), read once the response is sent for uid and resourceVersion. */

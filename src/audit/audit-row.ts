@@ -96,7 +96,8 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
 
   const params = (request.params ?? {}) as Record<string, unknown>;
   const url = request.routeOptions.url ?? '';
-  const isResourceRoute = typeof params.resource === 'string';
+  const kube = facts.kube;
+  const isResourceRoute = typeof params.resource === 'string' || kube !== undefined;
   const header = request.headers['x-cluster-name'];
   const ok = statusCode >= 200 && statusCode < 300;
   const version = isResourceRoute && ok ? objectVersion(facts.answer) : { uid: null, resourceVersion: null };
@@ -112,16 +113,20 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     actorName: name,
     actorKey: name?.toLowerCase() ?? null,
     clientAddress: clip(request.ip, 64),
-    operation: operation.slice(0, 64),
+    operation: (kube?.verb ? kubeOperation(kube.verb) : operation).slice(0, 64),
     method: request.method.slice(0, 8),
     statusCode,
     requestId: String(request.id).slice(0, 128),
     targetKind,
     targetId,
-    cluster: isResourceRoute && typeof header === 'string' && CLUSTER_NAME_PATTERN.test(header) ? header : null,
-    resource: isResourceRoute ? clip(params.resource, 253) : null,
-    namespace: isResourceRoute ? clip(params.namespace, 253) : null,
-    name: isResourceRoute ? clip(params.name, 253) : null,
+    cluster: kube
+      ? clip(kube.cluster, 253)
+      : isResourceRoute && typeof header === 'string' && CLUSTER_NAME_PATTERN.test(header)
+        ? header
+        : null,
+    resource: isResourceRoute ? clip(kube ? kube.resource : params.resource, 253) : null,
+    namespace: isResourceRoute ? clip(kube ? kube.namespace : params.namespace, 253) : null,
+    name: isResourceRoute ? clip(kube ? kube.name : params.name, 253) : null,
     uid: version.uid,
     resourceVersion: version.resourceVersion,
     count: 1,
@@ -135,6 +140,11 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
  */
 export function isRefusedLogin(row: AuditRow): boolean {
   return row.operation === 'login' && row.actorId === null && (row.statusCode === 429 || row.statusCode === 503);
+}
+
+/** A call on the Kubernetes API path is recorded as its verb: `kubernetesDeletecollection`, `kubernetesPatch`. */
+function kubeOperation(verb: string): string {
+  return /^[a-z]{1,32}$/.test(verb) ? `kubernetes${verb[0].toUpperCase()}${verb.slice(1)}` : 'kubernetesApi';
 }
 
 /** Whether a create's response should be kept (until the row is built) for the new object's id. */

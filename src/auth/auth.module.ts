@@ -28,6 +28,6 @@ import { SessionEntity } from './session.entity.js';
     OidcService,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [CredentialsService],
+  exports: [CredentialsService, ApiKeysService],
 })
 export class AuthModule {}

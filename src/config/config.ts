@@ -46,6 +46,25 @@ export interface AppConfig {
   passwordLogin: boolean;
   /** Single sign-on with OpenID Connect providers (CAS_OIDC_<ID>_*). */
   oidc: OidcConfig;
+  /** The Kubernetes API through the service: what generated kubeconfigs say. */
+  kube: KubeConfig;
+  /** Served over TLS by the service itself (CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE); undefined: plain HTTP. */
+  tls?: TlsConfig;
+}
+
+export interface KubeConfig {
+  /** `CAS_PUBLIC_URL`: kubeconfigs point at `<publicUrl>/api/v1/clusters/<name>/k8s`. */
+  publicUrl: string;
+  /** `CAS_PUBLIC_CA_FILE`: the CA of the public certificate, as kubeconfigs' `certificate-authority-data`. */
+  publicCaFile?: string;
+  /** The longest lifetime of a kubeconfig's key (`CAS_KUBECONFIG_MAX_SECONDS`). */
+  kubeconfigMaxSeconds: number;
+}
+
+export interface TlsConfig {
+  /** PEM certificate chain and private key; both are read again when either file changes. */
+  certFile: string;
+  keyFile: string;
 }
 
 export interface OidcProviderConfig {
@@ -435,7 +454,7 @@ function oidcProviderFrom(env: Env, upperId: string): OidcProviderConfig {
 }
 
 /** Every CAS_OIDC_<ID>_* group with an ISSUER is a provider; any other CAS_OIDC_ variable is a mistake and stops start-up. */
-function oidcFrom(env: Env, port: number): OidcConfig {
+function oidcFrom(env: Env, port: number, tls: boolean): OidcConfig {
   const ids = new Set<string>();
   const seen: Array<{ name: string; id: string }> = [];
   for (const name of Object.keys(env).sort()) {
@@ -452,7 +471,7 @@ function oidcFrom(env: Env, port: number): OidcConfig {
     if (!ids.has(id)) throw new ConfigError(`${name} is set, but CAS_OIDC_${id}_ISSUER is not`);
   }
   const providers = [...ids].map((id) => oidcProviderFrom(env, id));
-  const publicUrlRaw = env.CAS_PUBLIC_URL || `http://localhost:${port}`;
+  const publicUrlRaw = env.CAS_PUBLIC_URL || `${tls ? 'https' : 'http'}://localhost:${port}`;
   if (providers.length > 0 && !env.CAS_PUBLIC_URL) {
     throw new ConfigError('CAS_PUBLIC_URL is required with OpenID Connect providers (the address browsers use)');
   }
@@ -462,6 +481,38 @@ function oidcFrom(env: Env, port: number): OidcConfig {
     publicUrl,
     timeoutSeconds: integer(env, 'CAS_OIDC_TIMEOUT_SECONDS', 10, 1, 120),
     clockToleranceSeconds: integer(env, 'CAS_OIDC_CLOCK_TOLERANCE_SECONDS', 30, 0, 300),
+  };
+}
+
+/** A PEM file the service reads: it must exist and hold a PEM block of `label`, or start-up stops naming it. */
+function pemFile(env: Env, name: string, label: RegExp): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const path = resolve(raw);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`${name} cannot be read: ${(error as NodeJS.ErrnoException).code ?? 'error'} ${path}`);
+  }
+  if (!label.test(text)) throw new ConfigError(`${name} must be a PEM file (${path} has no PEM block of that kind)`);
+  return path;
+}
+
+function tlsFrom(env: Env): TlsConfig | undefined {
+  const certFile = pemFile(env, 'CAS_TLS_CERT_FILE', /-----BEGIN CERTIFICATE-----/);
+  const keyFile = pemFile(env, 'CAS_TLS_KEY_FILE', /-----BEGIN [A-Z ]*PRIVATE KEY-----/);
+  if (Boolean(certFile) !== Boolean(keyFile)) {
+    throw new ConfigError('CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE must be set together');
+  }
+  return certFile && keyFile ? { certFile, keyFile } : undefined;
+}
+
+function kubeFrom(env: Env, publicUrl: string): KubeConfig {
+  return {
+    publicUrl,
+    publicCaFile: pemFile(env, 'CAS_PUBLIC_CA_FILE', /-----BEGIN CERTIFICATE-----/),
+    kubeconfigMaxSeconds: integer(env, 'CAS_KUBECONFIG_MAX_SECONDS', 7 * 86400, 60, 366 * 86400),
   };
 }
 
@@ -523,6 +574,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
       'CAS_METRICS_PORT must differ from PORT (to serve /metrics on the main port, set CAS_METRICS_TOKEN)',
     );
   }
+  const tls = tlsFrom(env);
+  const oidc = oidcFrom(env, port, tls !== undefined);
   return {
     port,
     host,
@@ -546,7 +599,9 @@ export function loadConfig(env: Env = process.env): AppConfig {
     metrics,
     apiKeysPerUser: integer(env, 'CAS_API_KEYS_PER_USER', 50, 1, 10000),
     passwordLogin: boolean(env, 'CAS_PASSWORD_LOGIN', true),
-    oidc: oidcFrom(env, port),
+    oidc,
+    kube: kubeFrom(env, oidc.publicUrl),
+    tls,
     audit: auditFrom(env),
     watch: watchFrom(env),
     limits: {

@@ -14,6 +14,7 @@ import { CredentialsService } from '../auth/credentials.service.js';
 import { attachDrain } from '../common/drain.js';
 import { jsonBodyParser } from '../common/json-body.js';
 import type { RouteFacts } from '../common/strict-input.js';
+import { RAW_BODY_CONFIG, RAW_BODY_ROUTES, rawBodyOnly, unlessRawBody } from '../kube/raw-body.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { recordHttpRequest, NO_ROUTE } from '../observability/service-metrics.js';
 import { METRICS_PATH } from '../observability/service-endpoint.js';
@@ -77,7 +78,8 @@ export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
  * 2. Connections: at most CAS_MAX_CONNECTIONS_PER_ADDRESS per client address (503 beyond).
  * 3. `onRequest`: security headers and the request id; the drain (503 once shutting down; streams end);
  *    the audit clock; cookies, CORS; authentication (before any body is read).
- * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded.
+ * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded; on the
+ *    Kubernetes API path every body passes on unread.
  * 5. `onSend`/`onResponse`: audit rows, request metrics.
  * 6. Errors: one path, Nest's exception filter, which Nest also makes Fastify's error handler.
  */
@@ -112,8 +114,10 @@ export class HttpEdge {
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       // Fastify's automatic HEAD route of a GET is the same operation.
       const method = methods[0] === 'HEAD' ? 'GET' : methods[0];
-      const facts = operations.get(`${method} ${routeKey(route.url)}`);
-      if (facts) route.config = { ...(route.config as object), ...facts } as typeof route.config;
+      const facts: Record<string, unknown> = { ...operations.get(`${method} ${routeKey(route.url)}`) };
+      // The Kubernetes API path passes its body and query on to the cluster, which judges them.
+      if (route.url.startsWith(RAW_BODY_ROUTES)) Object.assign(facts, { [RAW_BODY_CONFIG]: true, acceptsQuery: true });
+      route.config = { ...(route.config as object), ...facts } as typeof route.config;
       for (const method of methods) {
         this.routes.push({ method, url: route.url, config: (route.config ?? {}) as Record<string, unknown> });
       }
@@ -155,7 +159,9 @@ export class HttpEdge {
 
     // 4. Bodies.
     fastify.removeAllContentTypeParsers();
-    fastify.addContentTypeParser(JSON_TYPES, jsonBodyParser(limits.maxJsonDepth));
+    fastify.addContentTypeParser(JSON_TYPES, unlessRawBody(jsonBodyParser(limits.maxJsonDepth)));
+    // The Kubernetes API path passes every body on unread; elsewhere any other type is a 415.
+    fastify.addContentTypeParser('*', rawBodyOnly);
 
     // 5. Answers.
     fastify.addHook('onResponse', (request, reply, done) => {
@@ -190,9 +196,9 @@ function operationTable(document: OpenAPIObject): Map<string, RouteFacts> {
   return operations;
 }
 
-/** `/a/{x}/` and `/a/:x` → `/a/{}`. */
+/** `/a/{x}/`, `/a/:x` and `/a/*` → `/a/{}`. */
 function routeKey(path: string): string {
-  return path.replace(/\{[^}]+\}|:[A-Za-z0-9_]+/g, '{}').replace(/\/+$/, '') || '/';
+  return path.replace(/\{[^}]+\}|:[A-Za-z0-9_]+|\*$/g, '{}').replace(/\/+$/, '') || '/';
 }
 
 /** Caps the open connections of one client address; the one over the cap gets a 503 and is closed. */

@@ -20,7 +20,11 @@ export interface OwnedStream {
   readonly cluster: ClusterConnection;
   /** Asked again on every re-check; all must stay allowed. */
   readonly access: readonly AccessRequest[];
-  /** On an impersonating cluster: the cluster's own answer for the person (null: still allowed, else why not). */
+  /**
+   * What else must still hold, asked with the caller as resolved again (null: still allowed, else why
+   * not): on an impersonating cluster the cluster's own answer for the person; on the Kubernetes path
+   * the request decided again.
+   */
   readonly clusterCheck?: (caller: Caller) => Promise<string | null>;
   /** Ends the stream, telling the client why in the stream's own way (a watch's ERROR event, the end of a log). */
   end(code: number, reason: string, message: string): void;

@@ -77,6 +77,15 @@ const CONSOLE_OPERATION_IDS = [
 ];
 /** One user and one cluster by id, beside their PUT and DELETE. */
 const SINGLE_GET_OPERATION_IDS = ['getUser', 'getCluster'];
+/** The Kubernetes API path (one passthrough operation per method) and its kubeconfigs (CONTRACT §11). */
+const KUBE_OPERATION_IDS = [
+  'getKubernetesApi',
+  'postKubernetesApi',
+  'putKubernetesApi',
+  'patchKubernetesApi',
+  'deleteKubernetesApi',
+  'createKubeconfig',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS, ...SSO_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -111,6 +120,7 @@ describe('OpenAPI document', () => {
             ...SSO_OPERATION_IDS,
             ...CONSOLE_OPERATION_IDS,
             ...SINGLE_GET_OPERATION_IDS,
+            ...KUBE_OPERATION_IDS,
           ].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );

@@ -16,6 +16,8 @@ export interface ClusterCall {
   query?: URLSearchParams;
   body?: Buffer | Readable;
   contentType?: string;
+  /** The body's Content-Encoding (the Kubernetes path passes a caller's compressed body on). */
+  contentEncoding?: string;
   accept?: string;
   /** How long the body may stall between two chunks; 0: forever (a followed log or a watch). Default: the cluster time-out. */
   bodyTimeoutMs?: number;
@@ -110,6 +112,7 @@ export class ClusterClient {
       };
       if (this.identity) Object.assign(headers, impersonationHeaders(this.identity));
       if (call.body !== undefined) headers['content-type'] = call.contentType ?? 'application/json';
+      if (call.contentEncoding !== undefined) headers['content-encoding'] = call.contentEncoding;
       return await exchange({
         dispatcher: conn.dispatcher,
         options: {

@@ -794,6 +794,18 @@ export type AuditEventListDto = {
     events: Array<AuditEventDto>;
 };
 
+export type CreateKubeconfigDto = {
+    /**
+     * The clusters to include, one context each; default: every enabled cluster the caller has a rule for.
+     */
+    clusters?: Array<string>;
+    /**
+     * How long the kubeconfig's key works, in seconds: default 8 hours, at most `CAS_KUBECONFIG_MAX_SECONDS`
+     * (7 days unless configured).
+     */
+    expiresInSeconds?: number;
+};
+
 /**
  * Kubernetes `ObjectMeta`: the object's name, namespace, version and labels.
  */
@@ -4728,3 +4740,456 @@ export type ListAuditEventsResponses = {
 };
 
 export type ListAuditEventsResponse = ListAuditEventsResponses[keyof ListAuditEventsResponses];
+
+export type DeleteKubernetesApiData = {
+    body?: never;
+    path: {
+        /**
+         * The cluster
+         */
+        name: string;
+        /**
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         */
+        path: unknown;
+    };
+    query?: never;
+    url: '/api/v1/clusters/{name}/k8s/{path}';
+};
+
+export type DeleteKubernetesApiErrors = {
+    /**
+     * A path the service cannot place (an empty, `.`, `..` or encoded-slash segment), or a bad header
+     */
+    400: KubernetesStatus;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The service's rules do not allow it (the message says what is lacking), or an `Impersonate-*` header was sent
+     */
+    403: KubernetesStatus;
+    /**
+     * An unknown cluster, or a path that names no resource
+     */
+    404: KubernetesStatus;
+    /**
+     * The cluster is disabled
+     */
+    409: KubernetesStatus;
+    /**
+     * The request body is larger than 10 MiB
+     */
+    413: KubernetesStatus;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached
+     */
+    502: KubernetesStatus;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: KubernetesStatus;
+};
+
+export type DeleteKubernetesApiError = DeleteKubernetesApiErrors[keyof DeleteKubernetesApiErrors];
+
+export type DeleteKubernetesApiResponses = {
+    200: unknown;
+    /**
+     * The cluster's answer, unchanged (its errors too, as its own `Status`)
+     */
+    '2XX': {
+        [key: string]: unknown;
+    };
+};
+
+export type DeleteKubernetesApiResponse = DeleteKubernetesApiResponses[keyof DeleteKubernetesApiResponses];
+
+export type GetKubernetesApiData = {
+    body?: never;
+    path: {
+        /**
+         * The cluster
+         */
+        name: string;
+        /**
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         */
+        path: unknown;
+    };
+    query?: never;
+    url: '/api/v1/clusters/{name}/k8s/{path}';
+};
+
+export type GetKubernetesApiErrors = {
+    /**
+     * A path the service cannot place (an empty, `.`, `..` or encoded-slash segment), or a bad header
+     */
+    400: KubernetesStatus;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The service's rules do not allow it (the message says what is lacking), or an `Impersonate-*` header was sent
+     */
+    403: KubernetesStatus;
+    /**
+     * An unknown cluster, or a path that names no resource
+     */
+    404: KubernetesStatus;
+    /**
+     * The cluster is disabled
+     */
+    409: KubernetesStatus;
+    /**
+     * The request body is larger than 10 MiB
+     */
+    413: KubernetesStatus;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached
+     */
+    502: KubernetesStatus;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: KubernetesStatus;
+};
+
+export type GetKubernetesApiError = GetKubernetesApiErrors[keyof GetKubernetesApiErrors];
+
+export type GetKubernetesApiResponses = {
+    200: unknown;
+    /**
+     * The cluster's answer, unchanged (its errors too, as its own `Status`)
+     */
+    '2XX': {
+        [key: string]: unknown;
+    };
+};
+
+export type GetKubernetesApiResponse = GetKubernetesApiResponses[keyof GetKubernetesApiResponses];
+
+export type PatchKubernetesApiData = {
+    /**
+     * A Kubernetes object or patch, passed on as sent
+     */
+    body?: {
+        [key: string]: unknown;
+    } | Array<JsonPatchOperation>;
+    path: {
+        /**
+         * The cluster
+         */
+        name: string;
+        /**
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         */
+        path: unknown;
+    };
+    query?: never;
+    url: '/api/v1/clusters/{name}/k8s/{path}';
+};
+
+export type PatchKubernetesApiErrors = {
+    /**
+     * A path the service cannot place (an empty, `.`, `..` or encoded-slash segment), or a bad header
+     */
+    400: KubernetesStatus;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The service's rules do not allow it (the message says what is lacking), or an `Impersonate-*` header was sent
+     */
+    403: KubernetesStatus;
+    /**
+     * An unknown cluster, or a path that names no resource
+     */
+    404: KubernetesStatus;
+    /**
+     * The cluster is disabled
+     */
+    409: KubernetesStatus;
+    /**
+     * The request body is larger than 10 MiB
+     */
+    413: KubernetesStatus;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached
+     */
+    502: KubernetesStatus;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: KubernetesStatus;
+};
+
+export type PatchKubernetesApiError = PatchKubernetesApiErrors[keyof PatchKubernetesApiErrors];
+
+export type PatchKubernetesApiResponses = {
+    200: unknown;
+    /**
+     * The cluster's answer, unchanged (its errors too, as its own `Status`)
+     */
+    '2XX': {
+        [key: string]: unknown;
+    };
+};
+
+export type PatchKubernetesApiResponse = PatchKubernetesApiResponses[keyof PatchKubernetesApiResponses];
+
+export type PostKubernetesApiData = {
+    /**
+     * A Kubernetes object or patch, passed on as sent
+     */
+    body?: {
+        [key: string]: unknown;
+    };
+    path: {
+        /**
+         * The cluster
+         */
+        name: string;
+        /**
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         */
+        path: unknown;
+    };
+    query?: never;
+    url: '/api/v1/clusters/{name}/k8s/{path}';
+};
+
+export type PostKubernetesApiErrors = {
+    /**
+     * A path the service cannot place (an empty, `.`, `..` or encoded-slash segment), or a bad header
+     */
+    400: KubernetesStatus;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The service's rules do not allow it (the message says what is lacking), or an `Impersonate-*` header was sent
+     */
+    403: KubernetesStatus;
+    /**
+     * An unknown cluster, or a path that names no resource
+     */
+    404: KubernetesStatus;
+    /**
+     * The cluster is disabled
+     */
+    409: KubernetesStatus;
+    /**
+     * The request body is larger than 10 MiB
+     */
+    413: KubernetesStatus;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached
+     */
+    502: KubernetesStatus;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: KubernetesStatus;
+};
+
+export type PostKubernetesApiError = PostKubernetesApiErrors[keyof PostKubernetesApiErrors];
+
+export type PostKubernetesApiResponses = {
+    201: unknown;
+    /**
+     * The cluster's answer, unchanged (its errors too, as its own `Status`)
+     */
+    '2XX': {
+        [key: string]: unknown;
+    };
+};
+
+export type PostKubernetesApiResponse = PostKubernetesApiResponses[keyof PostKubernetesApiResponses];
+
+export type PutKubernetesApiData = {
+    /**
+     * A Kubernetes object or patch, passed on as sent
+     */
+    body?: {
+        [key: string]: unknown;
+    };
+    path: {
+        /**
+         * The cluster
+         */
+        name: string;
+        /**
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         */
+        path: unknown;
+    };
+    query?: never;
+    url: '/api/v1/clusters/{name}/k8s/{path}';
+};
+
+export type PutKubernetesApiErrors = {
+    /**
+     * A path the service cannot place (an empty, `.`, `..` or encoded-slash segment), or a bad header
+     */
+    400: KubernetesStatus;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The service's rules do not allow it (the message says what is lacking), or an `Impersonate-*` header was sent
+     */
+    403: KubernetesStatus;
+    /**
+     * An unknown cluster, or a path that names no resource
+     */
+    404: KubernetesStatus;
+    /**
+     * The cluster is disabled
+     */
+    409: KubernetesStatus;
+    /**
+     * The request body is larger than 10 MiB
+     */
+    413: KubernetesStatus;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached
+     */
+    502: KubernetesStatus;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: KubernetesStatus;
+};
+
+export type PutKubernetesApiError = PutKubernetesApiErrors[keyof PutKubernetesApiErrors];
+
+export type PutKubernetesApiResponses = {
+    200: unknown;
+    /**
+     * The cluster's answer, unchanged (its errors too, as its own `Status`)
+     */
+    '2XX': {
+        [key: string]: unknown;
+    };
+};
+
+export type PutKubernetesApiResponse = PutKubernetesApiResponses[keyof PutKubernetesApiResponses];
+
+export type CreateKubeconfigData = {
+    body: CreateKubeconfigDto;
+    path?: never;
+    query?: never;
+    url: '/api/v1/auth/kubeconfig';
+};
+
+export type CreateKubeconfigErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller has no rule on a named cluster (or on any enabled cluster), or cannot own an API key
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type CreateKubeconfigError = CreateKubeconfigErrors[keyof CreateKubeconfigErrors];
+
+export type CreateKubeconfigResponses = {
+    /**
+     * The kubeconfig (YAML): `kubectl --kubeconfig <file> get pods` works with it as it is
+     */
+    201: string;
+};
+
+export type CreateKubeconfigResponse = CreateKubeconfigResponses[keyof CreateKubeconfigResponses];

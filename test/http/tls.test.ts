@@ -1,0 +1,84 @@
+// The service serves TLS itself when CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE are set (kubectl sends a
+// bearer token only over https), and serves a renewed certificate without a restart.
+import assert from 'node:assert/strict';
+import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { makeCertificates } from '../harness/certs.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+
+function get(port: number, path: string, ca: Buffer): Promise<{ status: number; issuer: string }> {
+  return new Promise((resolve, reject) => {
+    const req = https.get({ host: '127.0.0.1', port, path, ca, agent: false }, (res) => {
+      const issuer = String((res.socket as import('node:tls').TLSSocket).getPeerCertificate().issuer.CN);
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, issuer }));
+    });
+    req.on('error', reject);
+  });
+}
+
+describe('TLS served by the service', () => {
+  let dir: string;
+  let t: TestApp;
+  let port: number;
+  let first: { ca: Buffer; cn: string };
+  let second: { ca: Buffer; cn: string };
+  let live: { cert: string; key: string };
+  let nextPair: { serverCert: string; serverKey: string };
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cas-tls-'));
+    await Promise.all(['one', 'two', 'live'].map((d) => mkdir(join(dir, d))));
+    const [one, two] = await Promise.all([
+      makeCertificates(join(dir, 'one'), 'tls-one'),
+      makeCertificates(join(dir, 'two'), 'tls-two'),
+    ]);
+    const cn = async (file: string) =>
+      new (await import('node:crypto')).X509Certificate(await readFile(file)).subject.replace(/^CN=/, '');
+    first = { ca: await readFile(one.caCert), cn: await cn(one.caCert) };
+    second = { ca: await readFile(two.caCert), cn: await cn(two.caCert) };
+    live = { cert: join(dir, 'live', 'tls.crt'), key: join(dir, 'live', 'tls.key') };
+    await copyFile(one.serverCert, live.cert);
+    await copyFile(one.serverKey, live.key);
+    nextPair = two;
+    t = await startTestApp({ env: { CAS_TLS_CERT_FILE: live.cert, CAS_TLS_KEY_FILE: live.key } });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (t.app.getHttpServer().address() as AddressInfo).port;
+  });
+  after(async () => {
+    await t?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('the service answers over https with the configured certificate', async () => {
+    const res = await get(port, '/healthz', first.ca);
+    assert.equal(res.status, 200);
+    assert.equal(res.issuer, first.cn);
+    await assert.rejects(get(port, '/healthz', second.ca), /self.signed|unable to verify|certificate/i);
+  });
+
+  test('a renewed certificate is served without a restart; a broken pair keeps the old one', async () => {
+    const two = nextPair;
+    // Half a renewal (the new certificate with the old key) does not load: the old pair keeps serving.
+    await copyFile(two.serverCert, live.cert);
+    await sleep(2500);
+    assert.equal((await get(port, '/healthz', first.ca)).issuer, first.cn);
+    await copyFile(two.serverKey, live.key);
+    const deadline = Date.now() + 10_000;
+    let issuer = '';
+    while (Date.now() < deadline) {
+      issuer = await get(port, '/healthz', second.ca).then(
+        (res) => res.issuer,
+        () => '',
+      );
+      if (issuer === second.cn) break;
+      await sleep(250);
+    }
+    assert.equal(issuer, second.cn, 'the new certificate is served');
+  });
+});
