@@ -226,7 +226,7 @@ describe('the Kubernetes API path on an impersonating cluster', () => {
   const ns = `kube-imp-${process.pid}`;
   let app: KubeApiApp;
   let key: string;
-  let keyName: string;
+  let keyId: number;
   const base = '/api/v1/clusters/alpha/k8s';
 
   before(async () => {
@@ -239,7 +239,7 @@ describe('the Kubernetes API path on an impersonating cluster', () => {
       url: '/api/v1/auth/apikeys',
       headers: { authorization: `Bearer ${key}` },
     });
-    keyName = JSON.parse(keys.body)[0].name;
+    keyId = JSON.parse(keys.body)[0].id;
   });
   after(() => app?.close());
 
@@ -258,7 +258,7 @@ describe('the Kubernetes API path on an impersonating cluster', () => {
     assert.equal(before.json().status.allowed, false);
     assert.match(
       before.json().status.reason,
-      /your roles allow it, but cluster 'alpha' does not allow it for cas:key:/,
+      /your roles allow it, but cluster 'alpha' does not allow it for cas:imp-dev-user/,
     );
 
     const binding = await kubeRequest(
@@ -302,7 +302,8 @@ describe('the Kubernetes API path on an impersonating cluster', () => {
           e.verb === verb &&
           e.objectRef?.namespace === ns &&
           e.objectRef?.resource === 'configmaps' &&
-          e.impersonatedUser?.username === `cas:key:${keyName}`,
+          e.impersonatedUser?.username === 'cas:imp-dev-user' &&
+          e.impersonatedUser.extra?.['cas-key']?.[0] === String(keyId),
       );
       assert.ok(events.length > 0, `${verb} names the person`);
       assert.ok(events[0].impersonatedUser!.groups!.includes('cas:role:imp-dev'));
