@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { statSync } from 'node:fs';
-import { mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -11,6 +11,7 @@ import { startKubelet, type Kubelet } from '../harness/kubelet.js';
 import { createPostgresDatabase, onPostgres } from '../support/app.js';
 import { closedPort } from '../support/kubeconfigs.js';
 import { allShellSnippets, type Snippet } from '../support/snippets.js';
+import { startKubeApiApp } from '../support/kube-api.js';
 
 const ROOT = resolve('.');
 const kubectl = process.env.KUBECTL_BIN || join(kubeBinDir(), 'kubectl');
@@ -255,6 +256,27 @@ describe('the README and docs/ snippets, run as written', () => {
       groups.push(ran.pid);
       assertRan(ran, [snippet], script);
       if (snippet.file === 'docs/LIVE-VIEWS.md') assert.match(ran.stdout, /^cas_build_info\{/m);
+    }
+  });
+
+  test('the kubectl snippet: a kubeconfig minted by the service, kubectl through it over TLS', async () => {
+    const app = await startKubeApiApp({ cluster: 'readme-tls', namespace: `readme-tls-${process.pid}` });
+    try {
+      const ca = join(app.dir, 'public-ca.pem');
+      await writeFile(ca, app.caPem);
+      const blocks = of('kubectl-through-service');
+      assert.equal(blocks.length, 1);
+      const script = `set -euo pipefail\n${blocks[0]!.code}`;
+      const ran = await bash(
+        script,
+        // curl trusts the test CA as a reader's curl trusts a public one; the kubeconfig carries it for kubectl.
+        { ...env, KUBECONFIG: '', CAS_PUBLIC_URL: app.base, TOKEN: app.adminToken, CURL_CA_BUNDLE: ca },
+        app.dir,
+      );
+      assertRan(ran, blocks, script);
+      assert.match(ran.stdout, new RegExp(`^readme-tls-${process.pid}\\s+Active`, 'm'));
+    } finally {
+      await app.close();
     }
   });
 

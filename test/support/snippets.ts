@@ -11,6 +11,7 @@ export const SNIPPET_KINDS = [
   'after-first-steps',
   'own-service',
   'kubectl-dry-run',
+  'kubectl-through-service',
 ] as const;
 export type SnippetKind = (typeof SNIPPET_KINDS)[number];
 
