@@ -20,7 +20,7 @@ describe('the README and docs/', () => {
     const readme = snippets.filter((s) => s.file === 'README.md').map((s) => s.kind);
     assert.deepEqual(
       readme,
-      ['start', 'ci', 'first-steps'],
+      ['start', 'ci', 'first-steps', 'kubectl-through-service'],
       'the README shows the two set-up commands, then first steps',
     );
   });
