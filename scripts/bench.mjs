@@ -273,6 +273,12 @@ async function resourcesPart() {
     pid: service.child.pid,
   };
   const viaCertKey = { ...viaKey, headers: { ...viaKey.headers, 'x-cluster-name': 'bench-cert' } };
+  // The Kubernetes API path (what kubectl, client-go and client-node use): the apiserver's own paths.
+  const viaKube = {
+    url: `${service.base}/api/v1/clusters/bench/k8s`,
+    headers: { authorization: key, accept: 'application/json' },
+    pid: service.child.pid,
+  };
   const viaSession = {
     url: `${service.base}/api/v1`,
     headers: { authorization: `Bearer ${token}`, 'x-cluster-name': 'bench' },
@@ -372,6 +378,23 @@ async function resourcesPart() {
       direct: [direct, kubePath(nsList)],
       service: [viaKey, ourPath(nsList)],
     });
+    const listProxySlices = await inSlices(
+      'LIST 300 × 4 KiB ConfigMaps, 8 conn, kubectl proxy and service (API key)',
+      8,
+      {
+        proxy: [viaProxy, kubePath(nsList)],
+        service: [viaKey, ourPath(nsList)],
+      },
+    );
+    const kubeGetSlices = await inSlices('Kubernetes path: GET, 32 conn, kubectl proxy and service (API key)', 32, {
+      proxy: [viaProxy, kubePath(ns, 'one')],
+      service: [viaKube, kubePath(ns, 'one')],
+    });
+    const kubeListSlices = await inSlices(
+      'Kubernetes path: LIST 300 × 4 KiB (kubectl get cm -o json), 8 conn, kubectl proxy and service (API key)',
+      8,
+      { proxy: [viaProxy, kubePath(nsList)], service: [viaKube, kubePath(nsList)] },
+    );
     await measure(
       'GET /healthz on the service (framework floor), 32 conn',
       { url: service.base, headers: {} },
@@ -386,6 +409,9 @@ async function resourcesPart() {
       slices,
       getSlices,
       listSlices,
+      listProxySlices,
+      kubeGetSlices,
+      kubeListSlices,
       oneDirect,
       oneProxy,
       oneKey,
@@ -635,6 +661,24 @@ if (resources) {
       listRatio >= 0.9,
       `${listRatio.toFixed(2)}× (one 10 s run each: ${(r.listKey.rps / r.listDirect.rps).toFixed(2)}×; ` +
         `kubectl proxy ${(r.listProxy.rps / r.listDirect.rps).toFixed(2)}×)`,
+    );
+    const listProxyRatio = r.listProxySlices.service / r.listProxySlices.proxy;
+    goal(
+      `round ${i + 1}: LIST 300 × 4 KiB at 8 conn ≥ 0.9× kubectl proxy (in slices)`,
+      listProxyRatio >= 0.9,
+      `${listProxyRatio.toFixed(2)}×`,
+    );
+    const kubeGetRatio = r.kubeGetSlices.service / r.kubeGetSlices.proxy;
+    goal(
+      `round ${i + 1}: Kubernetes path GET at 32 conn ≥ 1.0× kubectl proxy (in slices)`,
+      kubeGetRatio >= 1,
+      `${kubeGetRatio.toFixed(2)}×`,
+    );
+    const kubeListRatio = r.kubeListSlices.service / r.kubeListSlices.proxy;
+    goal(
+      `round ${i + 1}: Kubernetes path LIST 300 × 4 KiB at 8 conn ≥ 0.9× kubectl proxy (in slices)`,
+      kubeListRatio >= 0.9,
+      `${kubeListRatio.toFixed(2)}×`,
     );
     goal(
       `round ${i + 1}: API key and session within 5% of each other (both served from the ≤1 s caller cache; in slices)`,
