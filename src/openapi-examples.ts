@@ -92,6 +92,7 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
     config: exampleKubeconfig(EXAMPLE_CLUSTER),
   },
   updateCluster: { description: 'The production cluster, EU region', isDefault: true },
+  createKubeconfig: { clusters: [EXAMPLE_CLUSTER], expiresInSeconds: 28800 },
   createResource: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'my-config' }, data: { greeting: 'hello' } },
   replaceResource: {
     apiVersion: 'v1',

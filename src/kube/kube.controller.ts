@@ -44,12 +44,13 @@ const BODY_TYPES = [
 ];
 
 /** One passthrough operation per method: a generated client is not this path's user, kubectl is. */
-const Passthrough = (method: string, withBody: boolean) =>
+const Passthrough = (method: string, withBody: boolean, what: string) =>
   applyDecorators(
     ApiOperation({
       summary: `${method} on the cluster's Kubernetes API`,
       description:
-        "The cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, " +
+        `${what} ${method} on the cluster's Kubernetes API at \`path\` (\`version\`, \`api\`, \`apis\`, \`api/v1/...\`, ` +
+        '`apis/<group>/<version>/...`, ' +
         '`openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and ' +
         "@kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before " +
         "anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); " +
@@ -99,7 +100,7 @@ export class KubeController {
   constructor(private readonly kube: KubeService) {}
 
   /** Reads (and `HEAD`): get, list, watch (`?watch=true` and the legacy `/watch/` paths), logs, discovery. */
-  @Passthrough('GET', false)
+  @Passthrough('GET', false, 'Reads:')
   @Authenticated()
   @Get(PATH)
   getKubernetesApi(
@@ -113,7 +114,7 @@ export class KubeController {
   }
 
   /** Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself). */
-  @Passthrough('POST', true)
+  @Passthrough('POST', true, 'Creates:')
   @Authenticated()
   @Post(PATH)
   postKubernetesApi(
@@ -127,7 +128,7 @@ export class KubeController {
   }
 
   /** Replaces an object or a subresource. */
-  @Passthrough('PUT', true)
+  @Passthrough('PUT', true, 'Replaces:')
   @Authenticated()
   @Put(PATH)
   putKubernetesApi(
@@ -141,7 +142,7 @@ export class KubeController {
   }
 
   /** Patches: strategic merge, JSON merge, JSON patch and server-side apply, by `Content-Type`. */
-  @Passthrough('PATCH', true)
+  @Passthrough('PATCH', true, 'Patches:')
   @Authenticated()
   @Patch(PATH)
   patchKubernetesApi(
@@ -155,7 +156,7 @@ export class KubeController {
   }
 
   /** Deletes an object, or a collection (`deletecollection`: `kubectl delete --all`). */
-  @Passthrough('DELETE', false)
+  @Passthrough('DELETE', false, 'Deletes:')
   @Authenticated()
   @Delete(PATH)
   deleteKubernetesApi(

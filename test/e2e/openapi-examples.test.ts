@@ -38,6 +38,7 @@ const ORDER = [
   'importClusters',
   'createCluster',
   'updateCluster',
+  'createKubeconfig',
   'checkPermission',
   'createResource',
   'replaceResource',
@@ -67,6 +68,8 @@ describe('every request example in openapi.json is accepted', () => {
     const examples: Example[] = [];
     for (const [path, item] of Object.entries<any>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(item)) {
+        // The Kubernetes API path takes whatever the cluster takes: kubectl is its client, not a generated one.
+        if (String(op.operationId).endsWith('KubernetesApi')) continue;
         for (const [contentType, media] of Object.entries<any>(op.requestBody?.content ?? {})) {
           assert.ok(media.example !== undefined, `${op.operationId} ${contentType} has an example`);
           examples.push({

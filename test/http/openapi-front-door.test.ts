@@ -63,7 +63,8 @@ describe('OpenAPI document as readers and generated clients see it', () => {
   test('PATCH routes take each Kubernetes patch content type, each with its schema and an example', () => {
     let patches = 0;
     for (const { label, method, op } of operations(doc)) {
-      if (method !== 'patch') continue;
+      // The Kubernetes API path passes any body on (kubectl is its client): it is documented apart.
+      if (method !== 'patch' || String(op.operationId).endsWith('KubernetesApi')) continue;
       patches++;
       const content = op.requestBody.content;
       assert.deepEqual(Object.keys(content).sort(), PATCH_TYPES, label);

@@ -1314,7 +1314,7 @@ export const listAuditEvents = <ThrowOnError extends boolean = false>(options?: 
 /**
  * Deletes an object, or a collection (deletecollection: kubectl delete --all).
  *
- * The cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Deletes: DELETE on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1335,7 +1335,7 @@ export const deleteKubernetesApi = <ThrowOnError extends boolean = false>(option
 /**
  * Reads (and HEAD): get, list, watch (?watch=true and the legacy /watch/ paths), logs, discovery.
  *
- * The cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Reads: GET on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1356,7 +1356,7 @@ export const getKubernetesApi = <ThrowOnError extends boolean = false>(options: 
 /**
  * Patches: strategic merge, JSON merge, JSON patch and server-side apply, by Content-Type.
  *
- * The cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Patches: PATCH on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1381,7 +1381,7 @@ export const patchKubernetesApi = <ThrowOnError extends boolean = false>(options
 /**
  * Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself).
  *
- * The cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Creates: POST on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1406,7 +1406,7 @@ export const postKubernetesApi = <ThrowOnError extends boolean = false>(options:
 /**
  * Replaces an object or a subresource.
  *
- * The cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Replaces: PUT on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
  *
  * Needs a signed-in user or an API key with a role.
  */
