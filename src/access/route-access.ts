@@ -7,7 +7,7 @@ import {
   NotFoundException,
 } from '@nestjs/common';
 import type { Caller } from '../auth/caller.js';
-import { ALL_NAMESPACES } from '../resources/resource-path.js';
+import { ALL_NAMESPACES, resourceIdOf } from '../resources/resource-path.js';
 import { ResourcesService } from '../resources/resources.service.js';
 import { Authorizer, type Decision, type Verb } from './authorizer.js';
 import { STATUS_SUFFIX } from './rules.js';
@@ -69,7 +69,7 @@ export class RouteAccess {
     const writesStatus = status && verb !== 'get';
     try {
       const r = await this.resources.resolve(caller, { cluster, resource, namespace }, writesStatus ? 'get' : verb);
-      const id = r.type.group ? `${r.type.plural}.${r.type.group}` : r.type.plural;
+      const id = resourceIdOf(r.type);
       const decision = this.authorizer.can(caller, {
         verb,
         cluster,

@@ -1,3 +1,4 @@
+import { resourceIdOf as typeIdOf } from '../resources/resource-path.js';
 import type { AccessRequest, Authorizer, Decision, Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import type { RequestInfo } from './request-info.js';
@@ -39,7 +40,7 @@ export type KubeAccess =
 
 /** The resource's id as the resource routes name it: `pods`, `deployments.apps`. */
 export function resourceIdOf(info: Pick<RequestInfo, 'apiGroup' | 'resource'>): string {
-  return info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource;
+  return typeIdOf({ plural: info.resource, group: info.apiGroup });
 }
 
 /**

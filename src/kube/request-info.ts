@@ -100,15 +100,12 @@ export function exactNameOf(selector: string | null): string | undefined {
   return name;
 }
 
-/**
- * Parses a request as the apiserver's RequestInfoFactory does (API prefixes `api` and `apis`, `api`
- * without a group). `path` is the decoded path below the server URL, e.g. `/api/v1/namespaces/a/pods`.
- */
-export function parseRequestInfo(method: string, path: string, query: URLSearchParams): RequestInfo {
-  const info: RequestInfo = {
+/** A request for a path that names no resource (`/version`, `/apis`, a non-resource review). */
+export function nonResourceInfo(verb: string, path: string): RequestInfo {
+  return {
     isResourceRequest: false,
     path,
-    verb: method.toLowerCase(),
+    verb,
     apiPrefix: '',
     apiGroup: '',
     apiVersion: '',
@@ -118,6 +115,14 @@ export function parseRequestInfo(method: string, path: string, query: URLSearchP
     name: '',
     parts: [],
   };
+}
+
+/**
+ * Parses a request as the apiserver's RequestInfoFactory does (API prefixes `api` and `apis`, `api`
+ * without a group). `path` is the decoded path below the server URL, e.g. `/api/v1/namespaces/a/pods`.
+ */
+export function parseRequestInfo(method: string, path: string, query: URLSearchParams): RequestInfo {
+  const info = nonResourceInfo(method.toLowerCase(), path);
   let parts = splitPath(path);
   if (parts.length < 3 || (parts[0] !== 'api' && parts[0] !== 'apis')) return info;
   const apiPrefix = parts[0];

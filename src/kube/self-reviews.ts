@@ -2,7 +2,7 @@ import type { Authorizer, Decision } from '../access/authorizer.js';
 import { ANY, coversNamespace } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import { decideKubeAccess, kubeAccessOf } from './kube-access.js';
-import type { RequestInfo } from './request-info.js';
+import { nonResourceInfo, type RequestInfo } from './request-info.js';
 
 const REVIEW_GROUP = 'authorization.k8s.io';
 export const SELF_REVIEWS = new Set(['selfsubjectaccessreviews', 'selfsubjectrulesreviews']);
@@ -76,19 +76,7 @@ export function accessReviewDecision(authorizer: Authorizer, caller: Caller, clu
     }
   } else {
     const path = str(nra!.path, 'spec.nonResourceAttributes.path');
-    info = {
-      isResourceRequest: false,
-      path,
-      verb: str(nra!.verb, 'spec.nonResourceAttributes.verb'),
-      apiPrefix: '',
-      apiGroup: '',
-      apiVersion: '',
-      namespace: '',
-      resource: '',
-      subresource: '',
-      name: '',
-      parts: [],
-    };
+    info = nonResourceInfo(str(nra!.verb, 'spec.nonResourceAttributes.verb'), path);
   }
   return decideKubeAccess(authorizer, caller, kubeAccessOf(info, cluster), cluster);
 }

@@ -123,7 +123,7 @@ export class MetricsService {
     if (namespace === ALL_NAMESPACES) throw new BadRequestException(['namespace must name one namespace']);
     validateNamespace(namespace);
     validateName(pod);
-    const name = this.clusterName(cluster);
+    const name = clusterNameOf(cluster);
     this.authorizer.require(caller, { verb: 'get', cluster: name, resource: 'pods', namespace });
     const endpoint = await this.endpoint(name);
     const window = this.window(dto.range);
@@ -141,7 +141,7 @@ export class MetricsService {
 
   async getNodeMetrics(caller: Caller, cluster: unknown, node: string, dto: UsageQueryDto): Promise<NodeUsageDto> {
     validateName(node);
-    const name = this.clusterName(cluster);
+    const name = clusterNameOf(cluster);
     this.authorizer.require(caller, { verb: 'get', cluster: name, resource: 'nodes', namespace: null });
     const endpoint = await this.endpoint(name);
     const window = this.window(dto.range);
@@ -167,7 +167,7 @@ export class MetricsService {
     cluster: unknown,
     build: () => [PrometheusPath, URLSearchParams],
   ): Promise<ClusterResponse> {
-    const name = this.clusterName(cluster);
+    const name = clusterNameOf(cluster);
     const request: AccessRequest = { verb: 'get', cluster: name, resource: 'metrics', namespace: null };
     this.authorizer.require(caller, request);
     const [path, query] = build();
@@ -213,10 +213,6 @@ export class MetricsService {
     const { seconds, step } = USAGE_RANGES[chosen];
     const end = Math.floor(Date.now() / 1000 / step) * step;
     return { range: chosen, start: end - seconds, end, step };
-  }
-
-  private clusterName(value: unknown): string {
-    return clusterNameOf(value);
   }
 
   /** The cluster's metrics endpoint: 404 unknown cluster or no metricsURL, 409 disabled. */

@@ -110,10 +110,6 @@ export class SharedWatch {
     return this.endedFlag;
   }
 
-  get clusterId(): number {
-    return this.source.cluster.conn.clusterId;
-  }
-
   get subscriberCount(): number {
     return this.subscribers.size;
   }

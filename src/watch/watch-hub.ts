@@ -64,11 +64,6 @@ export class WatchHub implements OnModuleDestroy {
     return { watch };
   }
 
-  /** Ends the shared watches of a cluster that changed, was disabled or deleted. */
-  endCluster(clusterId: number): void {
-    for (const watch of [...this.watches.values()]) if (watch.clusterId === clusterId) watch.end();
-  }
-
   /** How many shared watches are open (each is one watch request on a cluster). */
   get size(): number {
     return this.watches.size;
