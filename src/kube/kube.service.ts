@@ -160,7 +160,8 @@ export class KubeService {
         },
         body: request.body instanceof Readable ? request.body : undefined,
         longLived,
-        object: method === 'GET' && info.verb === 'get',
+        // A log (even unfollowed) is no object: it streams as the kubelet writes it.
+        object: method === 'GET' && info.verb === 'get' && info.subresource === '' && !longLived,
       });
     } catch (error) {
       ticket?.release();
