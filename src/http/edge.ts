@@ -21,6 +21,7 @@ import { METRICS_PATH } from '../observability/service-endpoint.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { UserEntity } from '../users/user.entity.js';
 import { answeringSockets, rawError } from './raw-error.js';
+import { Server as TlsServer } from 'node:tls';
 
 export const API_PREFIX = 'api/v1';
 const MIB = 1024 * 1024;
@@ -201,11 +202,16 @@ function routeKey(path: string): string {
   return path.replace(/\{[^}]+\}|:[A-Za-z0-9_]+|\*$/g, '{}').replace(/\/+$/, '') || '/';
 }
 
-/** Caps the open connections of one client address; the one over the cap gets a 503 and is closed. */
+/**
+ * Caps the open connections of one client address; the one over the cap gets a 503 and is closed. When
+ * the service serves TLS itself, connections are counted once the handshake is done, so that the 503
+ * goes out encrypted (a plaintext answer on a TLS socket is garbage to the client); connections still
+ * in their handshake are bounded by the handshake time-out.
+ */
 function capConnectionsPerAddress(fastify: FastifyInstance, max: number): void {
   if (max === 0) return;
   const open = new Map<string, number>();
-  fastify.server.on('connection', (socket: Socket) => {
+  fastify.server.on(fastify.server instanceof TlsServer ? 'secureConnection' : 'connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? '';
     const count = (open.get(address) ?? 0) + 1;
     open.set(address, count);

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import https from 'node:https';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -80,5 +81,62 @@ describe('TLS served by the service', () => {
       await sleep(250);
     }
     assert.equal(issuer, second.cn, 'the new certificate is served');
+  });
+});
+
+describe('TLS served by the service: one connection too many from an address', () => {
+  let dir: string;
+  let t: TestApp;
+  let port: number;
+  let ca: Buffer;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cas-tls-cap-'));
+    const pair = await makeCertificates(dir, 'tls-cap');
+    ca = await readFile(pair.caCert);
+    t = await startTestApp({
+      env: {
+        CAS_TLS_CERT_FILE: pair.serverCert,
+        CAS_TLS_KEY_FILE: pair.serverKey,
+        CAS_MAX_CONNECTIONS_PER_ADDRESS: '2',
+      },
+    });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (t.app.getHttpServer().address() as AddressInfo).port;
+  });
+  after(async () => {
+    await t?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('gets the 503 as an https answer in the service error shape, not plaintext on the TLS socket', async () => {
+    const held = await Promise.all(
+      [1, 2].map(
+        () =>
+          new Promise<TLSSocket>((resolve, reject) => {
+            const socket = tlsConnect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () => resolve(socket));
+            socket.on('error', reject);
+          }),
+      ),
+    );
+    try {
+      const res = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const req = https.get({ host: '127.0.0.1', port, path: '/healthz', ca, agent: false }, (r) => {
+          let text = '';
+          r.setEncoding('utf8');
+          r.on('data', (c: string) => (text += c));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, body: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+      });
+      assert.equal(res.status, 503);
+      assert.match(res.body.message, /too many connections from one address \(at most 2\)/);
+      assert.ok(res.body.requestId);
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+    // The held connections gone, the address may connect again.
+    await sleep(200);
+    assert.equal((await get(port, '/healthz', ca)).status, 200);
   });
 });
