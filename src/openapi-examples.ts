@@ -44,16 +44,18 @@ export const PATCH_CONTENT_TYPES = {
   'application/strategic-merge-patch+json': undefined,
   'application/merge-patch+json': 'merge',
   'application/json-patch+json': 'json',
+  'application/apply-patch+yaml': 'apply',
 } as const;
 export type PatchContentType = keyof typeof PATCH_CONTENT_TYPES;
 
 /** Examples of a patch body, per content type. */
-function patchExamples(merge: object, jsonPatch: object[]): Record<PatchContentType, unknown> {
+function patchExamples(merge: object, jsonPatch: object[], applied: object): Record<PatchContentType, unknown> {
   return {
     'application/json': merge,
     'application/strategic-merge-patch+json': merge,
     'application/merge-patch+json': merge,
     'application/json-patch+json': jsonPatch,
+    'application/apply-patch+yaml': applied,
   };
 }
 
@@ -100,7 +102,12 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
     metadata: { name: 'my-config', resourceVersion: '12345' },
     data: { greeting: 'hello again' },
   },
-  patchResource: patchExamples({ data: { greeting: 'hi' } }, [{ op: 'replace', path: '/data/greeting', value: 'hi' }]),
+  patchResource: patchExamples({ data: { greeting: 'hi' } }, [{ op: 'replace', path: '/data/greeting', value: 'hi' }], {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'my-config' },
+    data: { greeting: 'hi' },
+  }),
   replaceSubresource: {
     apiVersion: 'autoscaling/v1',
     kind: 'Scale',
@@ -108,7 +115,12 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
     metadata: { name: 'web', namespace: 'default', resourceVersion: '12345' },
     spec: { replicas: 3 },
   },
-  patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }]),
+  patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }], {
+    apiVersion: 'autoscaling/v1',
+    kind: 'Scale',
+    metadata: { name: 'web' },
+    spec: { replicas: 2 },
+  }),
 };
 
 /** A ConfigMap as a cluster answers with it (the resource routes' path examples name it). */

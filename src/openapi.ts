@@ -216,6 +216,11 @@ const PATCH_SCHEMAS: Record<PatchContentType, SchemaObject | { $ref: string }> =
     items: kubernetesRef('JsonPatchOperation'),
     description: 'A JSON patch (RFC 6902): operations applied in order',
   },
+  'application/apply-patch+yaml': {
+    ...MERGE_PATCH,
+    description:
+      'Server-side apply: the object as you want it (YAML, or JSON, which is YAML), with apiVersion, kind and metadata.name',
+  },
   'application/json': {
     oneOf: [
       { ...MERGE_PATCH, description: 'A strategic merge patch, or a JSON merge patch with `patchType=merge`' },
