@@ -134,7 +134,10 @@ export function parseBoundedYamlStream(
   subject: string,
 ): { documents: YamlDocument[] } | { problem: YamlProblem } {
   const structure = yamlStructureProblem(text, bounds, subject);
-  if (structure) return { problem: structure };
+  if (structure) {
+    const at = structure.line === undefined ? '' : ` at line ${structure.line}`;
+    return { problem: { ...structure, message: `${structure.message}${at}` } };
+  }
   const lineCounter = new LineCounter();
   const parsed = parseAllDocuments(text, { ...BOUNDED_PARSE_OPTIONS, lineCounter });
   const docs = Array.isArray(parsed) ? parsed : [parsed];

@@ -281,6 +281,7 @@ export class ResourcesController {
   @ResourceParams(true)
   @ApiBody(PATCH_BODY)
   @ApiOkResponse({ description: 'The patched object', schema: OBJECT })
+  @ApiCreatedResponse({ description: 'Server-side apply (`apply`) created the object', schema: OBJECT })
   async patchResource(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,
