@@ -460,11 +460,9 @@ describe('apply: server-side apply of one or many documents', () => {
       [`a:\n${'- '.repeat(200)}x\n`, /indented deeper than 256 columns at line 2/],
       [laughs.join('\n'), /too many aliases/],
     ] as const) {
-      const started = Date.now();
       const refused = await apply(hostile);
       assert.equal(refused.status, 400, refused.text);
       assert.match(refused.body.message.join(), message);
-      assert.ok(Date.now() - started < 2000, 'refused fast');
     }
   });
 
