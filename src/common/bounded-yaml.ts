@@ -125,7 +125,7 @@ export interface YamlDocument {
 
 /**
  * Every document of a YAML stream (JSON is YAML), each as a plain value, within `bounds`; empty
- * documents (a stray `---`) are left out. Throws nothing: a problem names the line it was found on,
+ * documents (a stray `---`, a comment alone) are left out, as kubectl leaves them. Throws nothing: a problem names the line it was found on,
  * never quotes the text (it may hold secrets).
  */
 export function parseBoundedYamlStream(
@@ -166,13 +166,15 @@ export function parseBoundedYamlStream(
     }
     const line = lineCounter.linePos(doc.contents?.range?.[0] ?? doc.range[0]).line;
     if (doc.contents === null) continue;
+    let value: unknown;
     try {
-      documents.push({ value: doc.toJS({ maxAliasCount: bounds.maxAliasCount }), line });
+      value = doc.toJS({ maxAliasCount: bounds.maxAliasCount });
     } catch {
       return {
         problem: { message: `${subject} is not valid YAML: too many aliases in the document at line ${line}`, line },
       };
     }
+    if (value !== null && value !== undefined) documents.push({ value, line });
   }
   return { documents };
 }
