@@ -2,7 +2,8 @@
 // read within bounds, and the field manager a caller applies as. Pure: no I/O.
 import { BadRequestException } from '@nestjs/common';
 import type { Caller } from '../auth/caller.js';
-import { parseBoundedYamlStream, type YamlBounds } from '../common/bounded-yaml.js';
+import type { YamlBounds } from '../common/bounded-yaml.js';
+import { parseYamlStream } from '../common/yaml-thread.js';
 import type { PatchResourceQueryDto } from '../resources/dto/resource-query.dto.js';
 import { PATCH_CONTENT_TYPES, patchContentType } from '../resources/resource-path.js';
 
@@ -50,10 +51,10 @@ function isList(value: unknown): value is { items: unknown[] } {
  * are applied one by one, as kubectl does). At most MAX_APPLY_DOCUMENTS; invalid YAML is a 400 naming
  * the line, and nothing is applied.
  */
-export function documentsOf(body: unknown): ApplyDocument[] {
+export async function documentsOf(body: unknown): Promise<ApplyDocument[]> {
   const found: Array<{ object: unknown; line?: number }> = [];
   if (typeof body === 'string') {
-    const parsed = parseBoundedYamlStream(body, APPLY_YAML_BOUNDS, 'body');
+    const parsed = await parseYamlStream(body, APPLY_YAML_BOUNDS, 'body');
     if ('problem' in parsed) throw new BadRequestException([parsed.problem.message]);
     for (const doc of parsed.documents) {
       if (isList(doc.value)) for (const item of doc.value.items) found.push({ object: item, line: doc.line });
@@ -76,10 +77,10 @@ export function documentsOf(body: unknown): ApplyDocument[] {
 }
 
 /** The one object of a PATCH with server-side apply: YAML (text) or JSON, a mapping. */
-export function applyPatchObject(body: unknown): Record<string, unknown> {
+export async function applyPatchObject(body: unknown): Promise<Record<string, unknown>> {
   let object = body;
   if (typeof body === 'string') {
-    const parsed = parseBoundedYamlStream(body, APPLY_YAML_BOUNDS, 'body');
+    const parsed = await parseYamlStream(body, APPLY_YAML_BOUNDS, 'body');
     if ('problem' in parsed) throw new BadRequestException([parsed.problem.message]);
     if (parsed.documents.length !== 1) {
       throw new BadRequestException([`body must be one YAML document, not ${parsed.documents.length}`]);
@@ -97,17 +98,17 @@ export function applyPatchObject(body: unknown): Record<string, unknown> {
  * or the request's Content-Type), the body, and the query. A server-side apply takes YAML or JSON and
  * the caller's field manager unless `fieldManager` names one; `force` is for apply only.
  */
-export function patchRequest(
+export async function patchRequest(
   caller: Caller,
   body: unknown,
   q: PatchResourceQueryDto,
   requestContentType: string | undefined,
-): { contentType: string; body: Buffer; query: Omit<PatchResourceQueryDto, 'patchType'> } {
+): Promise<{ contentType: string; body: Buffer; query: Omit<PatchResourceQueryDto, 'patchType'> }> {
   const contentType = patchContentType(q.patchType, requestContentType);
   const apply = contentType === PATCH_CONTENT_TYPES.apply;
   if (q.force !== undefined && !apply) throw new BadRequestException(['force needs patchType=apply']);
   let patch: unknown = body;
-  if (apply) patch = applyPatchObject(body);
+  if (apply) patch = await applyPatchObject(body);
   else if (body === undefined || body === null || typeof body !== 'object') {
     throw new BadRequestException([
       'body must be the patch: a JSON object, or an array of operations for a JSON patch',

@@ -128,7 +128,7 @@ export class ApplyService {
     const creates = this.authorizer.mayAttempt(caller, 'create', clusterName);
     const patches = this.authorizer.mayAttempt(caller, 'patch', clusterName);
     if (!creates.allowed && !patches.allowed) throw new ForbiddenException(patches.reason);
-    const documents = documentsOf(body);
+    const documents = await documentsOf(body);
     const cluster = await this.gateway.clientFor(caller, clusterName);
     const run: Run = { caller, cluster, q, fieldManager: q.fieldManager ?? defaultFieldManager(caller), crds: [] };
 

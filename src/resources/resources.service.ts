@@ -298,7 +298,7 @@ export class ResourcesService {
   ) {
     patchContentType(q.patchType, contentType); // a bad patch kind is a 400 before any work
     const r = await this.resolve(caller, target, 'patch');
-    const patch = patchRequest(caller, body, q, contentType);
+    const patch = await patchRequest(caller, body, q, contentType);
     return r.cluster.sendObject({
       method: 'PATCH',
       path: r.path,

@@ -80,7 +80,7 @@ export class SubresourcesService {
   ) {
     patchContentType(q.patchType, requestContentType); // a bad patch kind is a 400 before any work
     const { r, path } = await this.resolve(caller, target, sub, 'patch');
-    const patch = patchRequest(caller, body, q, requestContentType);
+    const patch = await patchRequest(caller, body, q, requestContentType);
     return r.cluster.send({
       method: 'PATCH',
       path,

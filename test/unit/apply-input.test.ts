@@ -7,10 +7,11 @@ import { HttpException } from '@nestjs/common';
 import { comparable, HIDDEN, redactSecret, scrub, secretValuesOf, unifiedDiff } from '../../src/apply/apply-diff.js';
 import { defaultFieldManager, documentsOf, MAX_APPLY_DOCUMENTS, patchRequest } from '../../src/apply/apply-input.js';
 import type { Caller } from '../../src/auth/caller.js';
+import { INLINE_YAML_CHARS } from '../../src/common/yaml-thread.js';
 
-function problemsOf(work: () => unknown): string {
+async function problemsOf(work: () => Promise<unknown>): Promise<string> {
   try {
-    work();
+    await work();
   } catch (error) {
     assert.ok(error instanceof HttpException, String(error));
     assert.equal(error.getStatus(), 400);
@@ -22,8 +23,8 @@ function problemsOf(work: () => unknown): string {
 const caller = (kind: Caller['kind'], name: string) => ({ kind, name }) as Caller;
 
 describe('apply input', () => {
-  test('a YAML stream: its documents with their lines, a List flattened, empty documents left out', () => {
-    const docs = documentsOf(
+  test('a YAML stream: its documents with their lines, a List flattened, empty documents left out', async () => {
+    const docs = await documentsOf(
       'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\n# a comment\napiVersion: v1\nkind: List\nitems:\n  - {kind: ConfigMap, metadata: {name: b}}\n  - {kind: ConfigMap, metadata: {name: c}}\n',
     );
     assert.deepEqual(
@@ -36,44 +37,47 @@ describe('apply input', () => {
     );
   });
 
-  test('JSON: an object, an array, a List', () => {
-    assert.equal(documentsOf({ kind: 'ConfigMap' }).length, 1);
-    assert.equal(documentsOf([{ kind: 'A' }, { kind: 'B' }]).length, 2);
-    assert.equal(documentsOf({ kind: 'ConfigMapList', items: [{}, {}, {}] }).length, 3);
+  test('a large YAML body is parsed on a worker thread, with the same results and problems', async () => {
+    const doc = (i: number) =>
+      `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c${i}\ndata:\n  k: "${'v'.repeat(200)}"\n`;
+    const stream = Array.from({ length: 400 }, (_, i) => doc(i)).join('---\n');
+    assert.ok(stream.length > INLINE_YAML_CHARS);
+    const docs = await documentsOf(stream);
+    assert.equal(docs.length, 400);
+    assert.deepEqual(docs[399], {
+      object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c399' }, data: { k: 'v'.repeat(200) } },
+      index: 400,
+      line: 2794,
+    });
+    assert.match(await problemsOf(async () => documentsOf(`${stream}---\na: [1\n`)), /not valid YAML: .* at line 2802, column 1/);
   });
 
-  test('refused for the request: no document, too many, invalid YAML (the line named), hostile YAML', () => {
-    assert.match(
-      problemsOf(() => documentsOf(undefined)),
-      /no documents/,
-    );
-    assert.match(
-      problemsOf(() => documentsOf([])),
-      /no documents/,
-    );
+  test('JSON: an object, an array, a List', async () => {
+    assert.equal((await documentsOf({ kind: 'ConfigMap' })).length, 1);
+    assert.equal((await documentsOf([{ kind: 'A' }, { kind: 'B' }])).length, 2);
+    assert.equal((await documentsOf({ kind: 'ConfigMapList', items: [{}, {}, {}] })).length, 3);
+  });
+
+  test('refused for the request: no document, too many, invalid YAML (the line named), hostile YAML', async () => {
+    assert.match(await problemsOf(async () => documentsOf(undefined)), /no documents/);
+    assert.match(await problemsOf(async () => documentsOf([])), /no documents/);
     const many = Array.from({ length: MAX_APPLY_DOCUMENTS + 1 }, () => ({}));
+    assert.match(await problemsOf(async () => documentsOf(many)), /501 documents: at most 500/);
     assert.match(
-      problemsOf(() => documentsOf(many)),
-      /501 documents: at most 500/,
-    );
-    assert.match(
-      problemsOf(() => documentsOf('a: 1\nb: [1, 2\nc: 3\n')),
+      await problemsOf(async () => documentsOf('a: 1\nb: [1, 2\nc: 3\n')),
       /not valid YAML: .* at line \d+, column \d+/,
     );
+    assert.match(await problemsOf(async () => documentsOf('a: 1\na: 2\n')), /Map keys must be unique at line 2/);
     assert.match(
-      problemsOf(() => documentsOf('a: 1\na: 2\n')),
-      /Map keys must be unique at line 2/,
-    );
-    assert.match(
-      problemsOf(() => documentsOf(`a: ${'{'.repeat(65)}`)),
+      await problemsOf(async () => documentsOf(`a: ${'{'.repeat(65)}`)),
       /nests \[ or \{ deeper than 64 levels at line 1/,
     );
     assert.match(
-      problemsOf(() => documentsOf(`x: 1\n${'- '.repeat(129)}y\n`)),
+      await problemsOf(async () => documentsOf(`x: 1\n${'- '.repeat(129)}y\n`)),
       /indented deeper than 256 columns at line 2/,
     );
     assert.match(
-      problemsOf(() => documentsOf(`${'- [a]\n'.repeat(100_001)}`)),
+      await problemsOf(async () => documentsOf(`${'- [a]\n'.repeat(100_001)}`)),
       /more than 100000 lines and list items|opens more than 100000 lists and mappings/,
     );
     const bomb = ['a: &a [x, x, x, x, x, x, x, x, x]'];
@@ -86,7 +90,7 @@ describe('apply input', () => {
       bomb.push(`${name}: &${name} [${Array(9).fill(`*${previous}`).join(', ')}]`);
     }
     assert.match(
-      problemsOf(() => documentsOf(bomb.join('\n'))),
+      await problemsOf(async () => documentsOf(bomb.join('\n'))),
       /too many aliases in the document at line 1/,
     );
   });
@@ -97,8 +101,8 @@ describe('apply input', () => {
     assert.equal(defaultFieldManager(caller('user', 'x'.repeat(300))).length, 128);
   });
 
-  test('PATCH: apply takes YAML or JSON and the caller as manager; force needs apply', () => {
-    const yaml = patchRequest(
+  test('PATCH: apply takes YAML or JSON and the caller as manager; force needs apply', async () => {
+    const yaml = await patchRequest(
       caller('user', 'alice'),
       'kind: ConfigMap\nmetadata: {name: a}\n',
       { patchType: 'apply' },
@@ -107,25 +111,27 @@ describe('apply input', () => {
     assert.equal(yaml.contentType, 'application/apply-patch+yaml');
     assert.deepEqual(JSON.parse(yaml.body.toString()), { kind: 'ConfigMap', metadata: { name: 'a' } });
     assert.deepEqual(yaml.query, { fieldManager: 'cas:alice' });
-    const named = patchRequest(
+    const named = await patchRequest(
       caller('user', 'alice'),
       { kind: 'X' },
       { fieldManager: 'ci', force: true },
       'application/apply-patch+yaml',
     );
     assert.deepEqual(named.query, { fieldManager: 'ci', force: true });
-    const merge = patchRequest(caller('user', 'alice'), { data: {} }, { patchType: 'merge' }, undefined);
+    const merge = await patchRequest(caller('user', 'alice'), { data: {} }, { patchType: 'merge' }, undefined);
     assert.deepEqual(merge.query, {}, 'no field manager added to other patches');
     assert.match(
-      problemsOf(() => patchRequest(caller('user', 'a'), { data: {} }, { force: true }, undefined)),
+      await problemsOf(async () => patchRequest(caller('user', 'a'), { data: {} }, { force: true }, undefined)),
       /force needs patchType=apply/,
     );
     assert.match(
-      problemsOf(() => patchRequest(caller('user', 'a'), 'a: 1\n---\nb: 2\n', { patchType: 'apply' }, undefined)),
+      await problemsOf(async () =>
+        patchRequest(caller('user', 'a'), 'a: 1\n---\nb: 2\n', { patchType: 'apply' }, undefined),
+      ),
       /one YAML document/,
     );
     assert.match(
-      problemsOf(() => patchRequest(caller('user', 'a'), [1], { patchType: 'apply' }, undefined)),
+      await problemsOf(async () => patchRequest(caller('user', 'a'), [1], { patchType: 'apply' }, undefined)),
       /the object to apply/,
     );
   });
