@@ -1,6 +1,7 @@
 import { resourceIdOf as typeIdOf } from '../resources/resource-path.js';
 import type { AccessRequest, Authorizer, Decision, Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
+import { STATUS_SUFFIX } from '../access/rules.js';
 import type { RequestInfo } from './request-info.js';
 
 /** `<plural>` or `<plural>.<group>`, as the resource routes name resources. */
@@ -76,6 +77,12 @@ export function kubeAccessOf(info: RequestInfo, cluster: string): KubeAccess {
     verb = (info.verb === 'deletecollection' ? 'delete' : info.verb) as Verb;
   } else if (info.subresource === 'log' && id === 'pods' && info.verb === 'get') {
     verb = 'log';
+  } else if (info.subresource === 'status' && info.verb !== 'get' && PARENT_VERBS.has(info.verb)) {
+    // Writing status needs a rule naming `<resource>/status`, as on the subresource routes (RBAC keeps it apart).
+    return {
+      kind: 'resource',
+      request: { verb: info.verb as Verb, cluster, resource: `${id}${STATUS_SUFFIX}`, namespace },
+    };
   } else if (PARENT_VERB_SUBRESOURCES.has(info.subresource) && PARENT_VERBS.has(info.verb)) {
     verb = info.verb as Verb;
   } else {

@@ -14,13 +14,15 @@ export interface KubeRequest {
   body?: Readable;
   /** A watch or a followed log: the answer may pause for as long as it likes. */
   longLived: boolean;
+  /** One object's answer (verb `get`): read whole when small, as the resource routes read theirs, and sent in one write. */
+  object?: boolean;
 }
 
-/** The cluster's answer, its body streaming; only the headers a client of the API needs. */
+/** The cluster's answer, its body streaming (or whole, for a small object); only the headers a client of the API needs. */
 export interface KubeAnswer {
   statusCode: number;
   headers: Record<string, string | string[]>;
-  body: Readable;
+  body: Readable | Buffer;
 }
 
 /** Headers of the cluster's answer that reach the caller. */
@@ -52,7 +54,7 @@ export class KubeForwarder {
     const body = request.body && bounded(request.body, this.maxBodyBytes);
     let answer;
     try {
-      answer = await cluster.send({
+      const call = {
         method: request.method,
         path: request.path,
         query: request.query,
@@ -61,7 +63,8 @@ export class KubeForwarder {
         accept: request.headers.accept,
         contentEncoding: request.headers.contentEncoding,
         bodyTimeoutMs: request.longLived ? 0 : undefined,
-      });
+      } satisfies ClusterCall;
+      answer = request.object ? await cluster.sendObject(call) : await cluster.send(call);
     } catch (error) {
       if (body?.tooLarge()) {
         throw new KubeStatusException(413, `the request body is larger than ${this.maxBodyBytes} bytes`);
@@ -70,6 +73,11 @@ export class KubeForwarder {
       throw error;
     }
     const headers: Record<string, string | string[]> = {};
+    if (!('headers' in answer)) {
+      headers['content-type'] = answer.contentType;
+      if (answer.warning !== undefined) headers.warning = answer.warning;
+      return { statusCode: answer.statusCode, headers, body: answer.body };
+    }
     for (const name of ANSWER_HEADERS) {
       const value = answer.headers[name];
       if (value !== undefined) headers[name] = value;

@@ -160,6 +160,8 @@ export class KubeService {
         },
         body: request.body instanceof Readable ? request.body : undefined,
         longLived,
+        // A log (even unfollowed) is no object: it streams as the kubelet writes it.
+        object: method === 'GET' && info.verb === 'get' && info.subresource === '' && !longLived,
       });
     } catch (error) {
       ticket?.release();
@@ -176,13 +178,14 @@ export class KubeService {
           const decision = decideKubeAccess(this.authorizer, now, kubeAccessOf(info, cluster), cluster);
           return decision.allowed ? null : decision.reason;
         },
-        answer.body,
+        answer.body as Readable, // a long-lived answer always streams
         this.streams,
       );
       return reply.send(stream.start(ticket));
     }
     ticket?.release();
-    return reply.send(isWriteMethod(method) ? peekWriteAnswer(request, answer.body) : answer.body);
+    const body = answer.body;
+    return reply.send(isWriteMethod(method) && body instanceof Readable ? peekWriteAnswer(request, body) : body);
   }
 
   /**
@@ -256,7 +259,7 @@ export class KubeService {
       longLived: false,
     });
     const text = await readBounded(
-      answer.body,
+      answer.body as Readable, // a review is never gathered
       MAX_REVIEW_BYTES,
       () => new KubeStatusException(502, `cluster '${conn.clusterName}' answered a review with too much`),
     );

@@ -1,5 +1,5 @@
 import type { Authorizer, Decision } from '../access/authorizer.js';
-import { ANY, coversNamespace } from '../access/rules.js';
+import { ANY, coversNamespace, STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import { decideKubeAccess, kubeAccessOf } from './kube-access.js';
 import { nonResourceInfo, type RequestInfo } from './request-info.js';
@@ -96,8 +96,9 @@ function splitId(id: string): { group: string; plural: string } {
 
 /**
  * The caller's rules on the cluster that apply in `namespace`, in RBAC's shape (what `kubectl auth
- * can-i --list` prints): `log` becomes `get` on `pods/log`, and `status`/`scale` carry the parent's
- * get, update and patch, as the routes map them.
+ * can-i --list` prints): `log` becomes `get` on `pods/log`, `scale` carries the parent's get, update
+ * and patch and `status` the parent's get, as the routes map them; writing `status` comes only from a
+ * rule naming `<resource>/status`.
  */
 export function rulesReviewStatus(authorizer: Authorizer, caller: Caller, cluster: string, namespace: string) {
   if (caller.isAdmin) {
@@ -114,17 +115,22 @@ export function rulesReviewStatus(authorizer: Authorizer, caller: Caller, cluste
     const verbs = rule.verbs.includes(ANY) ? [ANY] : rule.verbs.filter((v) => v !== 'log');
     if (verbs.includes('delete')) verbs.push('deletecollection');
     for (const id of rule.resources) {
+      if (id.endsWith(STATUS_SUFFIX)) {
+        const { group, plural } = splitId(id.slice(0, -STATUS_SUFFIX.length));
+        const writes = verbs.includes(ANY) ? ['update', 'patch'] : verbs.filter((v) => v === 'update' || v === 'patch');
+        if (writes.length) resourceRules.push({ verbs: writes, apiGroups: [group], resources: [`${plural}/status`] });
+        continue;
+      }
       const { group, plural } = splitId(id);
       if (verbs.length) resourceRules.push({ verbs, apiGroups: [group], resources: [plural] });
       const parentVerbs = verbs.includes(ANY)
         ? ['get', 'update', 'patch']
         : verbs.filter((v) => ['get', 'update', 'patch'].includes(v));
       if (parentVerbs.length) {
-        resourceRules.push({
-          verbs: parentVerbs,
-          apiGroups: [group],
-          resources: [`${plural}/status`, `${plural}/scale`],
-        });
+        resourceRules.push({ verbs: parentVerbs, apiGroups: [group], resources: [`${plural}/scale`] });
+      }
+      if (verbs.includes(ANY) || verbs.includes('get')) {
+        resourceRules.push({ verbs: ['get'], apiGroups: [group], resources: [`${plural}/status`] });
       }
       const logs = rule.verbs.includes(ANY) || rule.verbs.includes('log');
       if (logs && (id === 'pods' || id === ANY))

@@ -17,6 +17,8 @@ interface OpenApiDocument {
   definitions: Definitions;
   /** `<group>/<version>/<kind>` → definition name, from `x-kubernetes-group-version-kind`. */
   byGvk: Map<string, string>;
+  /** The cluster's validator of the document: a refetch of an unchanged one is a 304, not megabytes to parse. */
+  etag?: string;
 }
 
 /** A cluster's OpenAPI document older than this is fetched again on the next schema request. */
@@ -133,7 +135,7 @@ export class ApiResourcesService {
   private load(conn: ClusterConnection): Promise<OpenApiDocument> {
     const inFlight = this.loading.get(conn.clusterId);
     if (inFlight) return inFlight;
-    const promise = this.fetch(conn)
+    const promise = this.fetch(conn, this.documents.get(conn.clusterId))
       .then((doc) => {
         this.documents.delete(conn.clusterId);
         this.documents.set(conn.clusterId, doc);
@@ -145,10 +147,20 @@ export class ApiResourcesService {
     return promise;
   }
 
-  private async fetch(conn: ClusterConnection): Promise<OpenApiDocument> {
+  /**
+   * The cluster's document, or `previous` again when the cluster says it has not changed: a type that
+   * publishes no schema (a CRD without one) asks again every OPENAPI_MIN_RELOAD_MS, and each ask must
+   * not cost a document of megabytes read and parsed.
+   */
+  private async fetch(conn: ClusterConnection, previous: OpenApiDocument | undefined): Promise<OpenApiDocument> {
     // Shared by every caller of this cluster: read as the service itself.
     const cluster = this.gateway.asService(conn);
-    const res = await cluster.send({ method: 'GET', path: '/openapi/v2' });
+    const reusable = previous?.etag !== undefined && previous.generation === conn.generation ? previous : undefined;
+    const res = await cluster.send({ method: 'GET', path: '/openapi/v2', ifNoneMatch: reusable?.etag });
+    if (res.statusCode === 304 && reusable) {
+      await cluster.read(res, 1024); // no body: read to the end so the connection is reused
+      return { ...reusable, loadedAt: Date.now() };
+    }
     const body = await cluster.read(res, OPENAPI_MAX_BYTES);
     if (res.statusCode !== 200) {
       throw new BadGatewayException(`${cluster.target} answered ${res.statusCode} to GET /openapi/v2`);
@@ -169,7 +181,14 @@ export class ApiResourcesService {
         }
       }
     }
-    return { generation: conn.generation, loadedAt: Date.now(), definitions, byGvk };
+    const etag = res.headers.etag;
+    return {
+      generation: conn.generation,
+      loadedAt: Date.now(),
+      definitions,
+      byGvk,
+      etag: typeof etag === 'string' ? etag : undefined,
+    };
   }
 }
 

@@ -1,8 +1,10 @@
 import { Logger } from '@nestjs/common';
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
+import { type LabelSelector, matchesLabels } from '../common/label-selector.js';
 import {
   expiredStatus,
+  type Labels,
   LineSplitter,
   revision,
   statusObject,
@@ -18,10 +20,11 @@ export interface WatchRefusal {
 }
 
 /**
- * One upstream watch: the collection path (built by resources/ from discovery data) and its selectors,
- * read with the service's own identity (`ClusterGateway.asService`) because every subscriber shares it;
- * each subscriber is authorized on its own (the service's rules, and on an impersonating cluster the
- * cluster's answer for the person).
+ * One upstream watch: the collection path (built by resources/ from discovery data) and its field
+ * selector, read with the service's own identity (`ClusterGateway.asService`) because every subscriber
+ * shares it; each subscriber is authorized on its own (the service's rules, and on an impersonating
+ * cluster the cluster's answer for the person) and has its own label selector. `labelSelector` is the
+ * client's, for its initial list; the shared watch itself never sends one.
  */
 export interface WatchSource {
   cluster: ClusterClient;
@@ -36,6 +39,8 @@ export interface WatchSubscriber {
   cursor: bigint | null;
   /** Whether BOOKMARK events are wanted. */
   readonly bookmarks: boolean;
+  /** Only objects whose labels this selects (absent: all), with ADDED/DELETED as they enter or leave it. */
+  readonly selector?: LabelSelector;
   deliver(event: WatchEvent): void;
   /** The shared watch is over: deliver `final` (an ERROR event) if given, then end the stream. */
   close(final?: WatchEvent): void;
@@ -57,9 +62,17 @@ export interface SharedWatchOptions {
 /** Consecutive failed reconnections before subscribers are told the watch is lost. */
 const MAX_RECONNECT_FAILURES = 5;
 const REFUSAL_BODY_LIMIT = 1024 * 1024;
+/** Objects per page of the metadata list that tells which labels the collection's objects have at the start. */
+const LABELS_PAGE_SIZE = 500;
+const LABELS_PAGE_BYTES = 32 * 1024 * 1024;
+const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 
 /**
- * One upstream watch shared by every subscriber to the same (cluster, collection, selectors).
+ * One upstream watch shared by every subscriber to the same (cluster, collection, field selector),
+ * whatever their label selectors: one parse and one window per collection, however many selectors
+ * (a watch per selector multiplied both). To filter as the apiserver's watch cache does — an object
+ * relabelled into a selector is ADDED for it, out of it DELETED — it knows each object's labels: listed
+ * (metadata only) at the version the watch starts from, then followed through the events.
  * It keeps a bounded window of recent events so a subscriber arriving later with an older
  * resourceVersion is served from memory (anything older than the window → 410, as the
  * apiserver's own watch cache does); it resumes from the last resourceVersion seen when the
@@ -70,6 +83,12 @@ export class SharedWatch {
   private readonly logger = new Logger(SharedWatch.name);
   private readonly subscribers = new Set<WatchSubscriber>();
   private readonly window: WatchEvent[] = [];
+  /**
+   * The labels of the collection's objects (`namespace/name`) as of the last event; objects without
+   * labels are left out. Null when they could not be listed at the start (then an object not seen since
+   * counts by its new labels only).
+   */
+  private labels: Map<string, Labels> | null = new Map();
   private windowBytes = 0;
   /** Every event with a resourceVersion after this one is in the window (or has not happened yet). */
   private floor: bigint | null;
@@ -93,16 +112,18 @@ export class SharedWatch {
   ) {
     this.floor = revision(fromResourceVersion);
     this.last = fromResourceVersion;
-    this.ready = this.connect(fromResourceVersion).then(
-      (refusal) => {
-        if (refusal) this.end();
-        return refusal;
-      },
-      (error: unknown) => {
-        this.end();
-        throw error;
-      },
-    );
+    this.ready = this.listLabels(fromResourceVersion)
+      .then((refusal) => refusal ?? this.connect(fromResourceVersion))
+      .then(
+        (refusal) => {
+          if (refusal) this.end();
+          return refusal;
+        },
+        (error: unknown) => {
+          this.end();
+          throw error;
+        },
+      );
     this.ready.catch(() => undefined);
   }
 
@@ -171,7 +192,52 @@ export class SharedWatch {
       if (rev <= sub.cursor) return;
       sub.cursor = rev;
     }
-    sub.deliver(event);
+    const selected = sub.selector ? selectedFor(sub.selector, event) : event;
+    if (selected) sub.deliver(selected);
+  }
+
+  /**
+   * The labels of every object as of `resourceVersion` (exactly: the watch starts there), from a
+   * metadata-only list. The cluster's 410 for a version it no longer has is the watch's own answer;
+   * any other failure leaves the labels unknown (filtering by new labels only), never the watch unstarted.
+   */
+  private async listLabels(resourceVersion: string): Promise<WatchRefusal | null> {
+    if (revision(resourceVersion) === null) {
+      this.labels = null;
+      return null;
+    }
+    const labels = new Map<string, Labels>();
+    const { cluster } = this.source;
+    let token: string | undefined;
+    try {
+      do {
+        const query = new URLSearchParams({ limit: String(LABELS_PAGE_SIZE) });
+        if (token) query.set('continue', token);
+        else {
+          query.set('resourceVersion', resourceVersion);
+          query.set('resourceVersionMatch', 'Exact');
+        }
+        if (this.source.fieldSelector) query.set('fieldSelector', this.source.fieldSelector);
+        const res = await cluster.send({ method: 'GET', path: this.source.path, query, accept: METADATA_LIST });
+        if (res.statusCode === 410) return readRefusal(res);
+        const body = await cluster.read(res, LABELS_PAGE_BYTES);
+        if (res.statusCode !== 200) throw new Error(`the cluster answered ${res.statusCode}`);
+        const page = cluster.parse(body, 'the labels of a collection') as {
+          metadata?: { continue?: string };
+          items?: Array<{ metadata?: { namespace?: string; name?: string; labels?: Labels } }>;
+        };
+        for (const item of page.items ?? []) {
+          const m = item.metadata;
+          if (m?.labels && Object.keys(m.labels).length > 0) labels.set(`${m.namespace ?? ''}/${m.name}`, m.labels);
+        }
+        token = page.metadata?.continue || undefined;
+      } while (token && !this.endedFlag);
+      this.labels = labels;
+    } catch (error) {
+      this.logger.debug(`watch ${this.describe()}: labels not listed: ${describeError(error)}`);
+      this.labels = null;
+    }
+    return null;
   }
 
   private async connect(fromResourceVersion: string): Promise<WatchRefusal | null> {
@@ -184,7 +250,6 @@ export class SharedWatch {
       allowWatchBookmarks: 'true',
       timeoutSeconds: String(timeoutSeconds),
     });
-    if (this.source.labelSelector) query.set('labelSelector', this.source.labelSelector);
     if (this.source.fieldSelector) query.set('fieldSelector', this.source.fieldSelector);
     const res = await this.source.cluster.send({
       method: 'GET',
@@ -237,6 +302,7 @@ export class SharedWatch {
     }
     this.last = event.resourceVersion;
     if (event.type !== 'BOOKMARK') {
+      this.followLabels(event);
       const { budget } = this.options;
       this.window.push(event);
       this.windowBytes += event.size;
@@ -251,6 +317,15 @@ export class SharedWatch {
       }
     }
     for (const sub of this.subscribers) this.offer(sub, event);
+  }
+
+  /** Stamps the event with the object's labels before it, and keeps its labels after it. */
+  private followLabels(event: WatchEvent): void {
+    const { labels } = this;
+    if (labels === null) return;
+    event.previousLabels = event.type === 'ADDED' ? null : (labels.get(event.key) ?? null);
+    if (event.type === 'DELETED' || event.labels === null) labels.delete(event.key);
+    else labels.set(event.key, event.labels);
   }
 
   /** Resumes from the last resourceVersion seen: at once after a clean end, with back-off after failures. */
@@ -284,6 +359,21 @@ export class SharedWatch {
   private describe(): string {
     return `${this.source.cluster.name}:${this.source.path}`;
   }
+}
+
+/**
+ * What a subscriber with a label selector receives for an event, as the apiserver's watch cache decides:
+ * by whether the object matched before (`previousLabels`; unknown: as it matches now) and matches now.
+ */
+function selectedFor(selector: LabelSelector, event: WatchEvent): WatchEvent | null {
+  if (event.type === 'BOOKMARK' || event.type === 'ERROR') return event;
+  if (event.type === 'ADDED') return matchesLabels(selector, event.labels ?? undefined) ? event : null;
+  // A deleted object is matched as it was last stored: the event's object.
+  if (event.type === 'DELETED') return matchesLabels(selector, event.labels ?? undefined) ? event : null;
+  const now = matchesLabels(selector, event.labels ?? undefined);
+  const before = event.previousLabels === undefined ? now : matchesLabels(selector, event.previousLabels ?? undefined);
+  if (now) return before ? event : event.as('ADDED');
+  return before ? event.as('DELETED') : null;
 }
 
 async function readRefusal(res: ClusterResponse): Promise<WatchRefusal> {

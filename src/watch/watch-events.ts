@@ -11,6 +11,12 @@ export const MAX_EVENT_BYTES = 16 * 1024 * 1024;
  */
 export class WatchEvent {
   private sseFrame?: Buffer;
+  private retypedAs?: Partial<Record<'ADDED' | 'DELETED', WatchEvent>>;
+  /**
+   * The object's labels before this event, set by the shared watch that received it: what a
+   * subscriber's label selector matched until now. Undefined when not known (then only the new labels count).
+   */
+  previousLabels?: Labels | null;
 
   constructor(
     readonly type: WatchEventType,
@@ -19,7 +25,33 @@ export class WatchEvent {
     readonly line: Buffer,
     /** The Status of an ERROR event. */
     readonly status?: { code?: number; reason?: string; message?: string },
+    /** `namespace/name` of the object (ADDED, MODIFIED, DELETED). */
+    readonly key = '',
+    /** `object.metadata.labels` (null when it has none). */
+    readonly labels: Labels | null = null,
   ) {}
+
+  /**
+   * The same object as another event type, for a subscriber whose label selector the object entered
+   * (ADDED) or left (DELETED), as the apiserver's watch cache reports it; built once, shared by every
+   * such subscriber. The apiserver's DELETED then carries the object as it was before; this one carries
+   * it as it is now (the service keeps labels of the objects, not the objects): only its identity counts.
+   */
+  as(type: 'ADDED' | 'DELETED'): WatchEvent {
+    if (this.type === type) return this;
+    this.retypedAs ??= {};
+    let event = this.retypedAs[type];
+    if (!event) {
+      const prefix = `{"type":"${this.type}","object":`;
+      const line =
+        this.line.subarray(0, prefix.length).toString('latin1') === prefix
+          ? Buffer.concat([Buffer.from(`{"type":"${type}","object":`), this.line.subarray(prefix.length)])
+          : Buffer.from(JSON.stringify({ type, object: JSON.parse(this.line.toString('utf8')).object }) + '\n');
+      event = new WatchEvent(type, this.resourceVersion, line, undefined, this.key, this.labels);
+      this.retypedAs[type] = event;
+    }
+    return event;
+  }
 
   get size(): number {
     return this.line.length;
@@ -60,9 +92,11 @@ export class WatchEvent {
         message: typeof object.message === 'string' ? object.message : undefined,
       });
     }
-    const rv = object.metadata?.resourceVersion;
+    const metadata = object.metadata;
+    const rv = metadata?.resourceVersion;
     if (typeof rv !== 'string' || rv === '') throw new Error('watch event without metadata.resourceVersion');
-    return new WatchEvent(type, rv, terminated);
+    if (type === 'BOOKMARK') return new WatchEvent(type, rv, terminated);
+    return new WatchEvent(type, rv, terminated, undefined, objectKey(metadata), labelsOf(metadata));
   }
 
   /** An event built by the service (an initial ADDED from a list, or an ERROR with a Status). */
@@ -72,6 +106,18 @@ export class WatchEvent {
     const rv = (object.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
     return new WatchEvent(type, typeof rv === 'string' ? rv : '', line);
   }
+}
+
+/** An object's labels: label name to value. */
+export type Labels = Readonly<Record<string, string>>;
+
+function objectKey(metadata: { namespace?: unknown; name?: unknown }): string {
+  return `${typeof metadata.namespace === 'string' ? metadata.namespace : ''}/${String(metadata.name ?? '')}`;
+}
+
+function labelsOf(metadata: { labels?: unknown }): Labels | null {
+  const labels = metadata.labels;
+  return typeof labels === 'object' && labels !== null && Object.keys(labels).length > 0 ? (labels as Labels) : null;
 }
 
 /** A Kubernetes `Status`, as the cluster itself would put it in an ERROR event. */

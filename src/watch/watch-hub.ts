@@ -10,7 +10,7 @@ import {
 
 /**
  * The shared upstream watches of this process: one per (cluster and its connection settings,
- * collection path, label selector, field selector), however many clients watch it. Their windows of
+ * collection path, field selector), however many clients watch it with whatever label selectors. Their windows of
  * recent events share one byte budget (CAS_WATCH_MEMORY_BYTES).
  */
 @Injectable()
@@ -33,18 +33,12 @@ export class WatchHub implements OnModuleDestroy {
     sub: WatchSubscriber,
   ): Promise<{ watch: SharedWatch } | { refusal: WatchRefusal }> {
     const { conn } = source.cluster;
-    const key = JSON.stringify([
-      conn.clusterId,
-      conn.generation,
-      source.path,
-      source.labelSelector ?? '',
-      source.fieldSelector ?? '',
-    ]);
+    const key = JSON.stringify([conn.clusterId, conn.generation, source.path, source.fieldSelector ?? '']);
     let watch = this.watches.get(key);
     if (!watch || watch.ended) {
       watch = new SharedWatch(
         key,
-        source,
+        { ...source, labelSelector: undefined },
         fromResourceVersion,
         {
           windowEvents: this.config.watch.windowEvents,

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import type { AccessRequest } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
+import type { LabelSelector } from '../common/label-selector.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import type { OwnedStream, StreamOwner } from '../streams/stream-owner.js';
 import type { SharedWatch, WatchSource, WatchSubscriber } from './shared-watch.js';
@@ -60,6 +61,7 @@ export class WatchStream implements WatchSubscriber, OwnedStream {
   cursor: bigint | null = null;
   readonly bookmarks: boolean;
   readonly callerKey: string;
+  readonly selector?: LabelSelector;
   readonly caller: Caller;
   readonly secret: string;
   readonly access: readonly AccessRequest[];
@@ -75,8 +77,10 @@ export class WatchStream implements WatchSubscriber, OwnedStream {
     readonly req: WatchRequest,
     private readonly owner: StreamOwner,
     private readonly bufferBytes: number,
+    selector?: LabelSelector,
   ) {
     this.bookmarks = req.bookmarks;
+    this.selector = selector;
     this.callerKey = `${req.caller.kind}:${req.caller.id}`;
     this.caller = req.caller;
     this.secret = req.secret;

@@ -1,4 +1,5 @@
 import { BadRequestException, HttpException, Inject, Injectable, Logger } from '@nestjs/common';
+import { LabelSelectorError, parseLabelSelector } from '../common/label-selector.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { parseStatus, type WatchRefusal } from './shared-watch.js';
@@ -45,6 +46,7 @@ export class WatchService {
         req = { ...req, resourceVersion: lastEventId };
       }
     }
+    const selector = labelSelectorOf(req.source.labelSelector);
     const ticket = this.owner.admit(req.caller, 'watch');
     if (this.hub.budget.used > this.hub.budget.limit) {
       ticket.release();
@@ -53,7 +55,7 @@ export class WatchService {
         429,
       );
     }
-    const stream = new WatchStream(req, this.owner, this.config.watch.subscriberBufferBytes);
+    const stream = new WatchStream(req, this.owner, this.config.watch.subscriberBufferBytes, selector);
     this.owner.own(stream, ticket);
     try {
       const refused = await req.clusterCheck?.(req.caller);
@@ -156,5 +158,16 @@ export class WatchService {
       continue: list?.metadata?.continue || undefined,
       items: Array.isArray(list?.items) ? list.items : [],
     };
+  }
+}
+
+/** The client's label selector, parsed here because the shared watch filters by it (a bad one is a 400, as from the apiserver). */
+function labelSelectorOf(text: string | undefined) {
+  if (!text) return undefined;
+  try {
+    return parseLabelSelector(text);
+  } catch (error) {
+    if (error instanceof LabelSelectorError) throw new BadRequestException([`labelSelector: ${error.message}`]);
+    throw error;
   }
 }

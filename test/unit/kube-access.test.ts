@@ -21,6 +21,7 @@ const ROLES: Record<string, AccessRule[]> = {
     },
   ],
   'other-cluster': [{ clusters: ['b'], namespaces: ['*'], resources: ['*'], verbs: ['*'] }],
+  'shop-status': [{ clusters: ['a'], namespaces: ['shop'], resources: ['deployments.apps/status'], verbs: ['patch'] }],
 };
 
 function caller(role: string): Caller {
@@ -59,7 +60,37 @@ const CASES: Array<[string, string, string, boolean, string]> = [
   ['shop-dev', 'GET', '/api/v1/namespaces/shop/pods/p/log', true, 'log pods shop'],
   ['viewer', 'GET', '/api/v1/namespaces/shop/pods/p/log?follow=true', true, 'log pods shop'],
   ['shop-dev', 'PATCH', '/apis/apps/v1/namespaces/shop/deployments/web/scale', true, 'patch deployments.apps shop'],
-  ['shop-dev', 'PUT', '/apis/apps/v1/namespaces/shop/deployments/web/status', true, 'update deployments.apps shop'],
+  // writing status needs a rule naming `<resource>/status` (RBAC keeps it apart from the object)
+  [
+    'shop-dev',
+    'PUT',
+    '/apis/apps/v1/namespaces/shop/deployments/web/status',
+    false,
+    'update deployments.apps/status shop',
+  ],
+  ['shop-dev', 'PATCH', '/api/v1/namespaces/shop/pods/p/status', false, 'patch pods/status shop'],
+  ['shop-dev', 'GET', '/apis/apps/v1/namespaces/shop/deployments/web/status', true, 'get deployments.apps shop'],
+  [
+    'shop-status',
+    'PATCH',
+    '/apis/apps/v1/namespaces/shop/deployments/web/status',
+    true,
+    'patch deployments.apps/status shop',
+  ],
+  [
+    'shop-status',
+    'PUT',
+    '/apis/apps/v1/namespaces/shop/deployments/web/status',
+    false,
+    'update deployments.apps/status shop',
+  ],
+  [
+    'shop-status',
+    'PATCH',
+    '/apis/apps/v1/namespaces/other/deployments/web/status',
+    false,
+    'patch deployments.apps/status other',
+  ],
   ['viewer', 'GET', '/apis/apps/v1/namespaces/shop/deployments/web/scale', true, 'get deployments.apps shop'],
   ['viewer', 'PATCH', '/apis/apps/v1/namespaces/shop/deployments/web/scale', false, 'patch deployments.apps shop'],
   ['viewer', 'GET', '/api/v1/namespaces/shop', true, 'get namespaces null'],

@@ -89,12 +89,28 @@ describe('self reviews', () => {
     const inShop = rulesReviewStatus(authorizer, dev, 'a', 'shop');
     assert.deepEqual(inShop.resourceRules, [
       { verbs: ['get', 'list', 'delete', 'deletecollection'], apiGroups: [''], resources: ['pods'] },
-      { verbs: ['get'], apiGroups: [''], resources: ['pods/status', 'pods/scale'] },
+      { verbs: ['get'], apiGroups: [''], resources: ['pods/scale'] },
+      { verbs: ['get'], apiGroups: [''], resources: ['pods/status'] },
       { verbs: ['get'], apiGroups: [''], resources: ['pods/log'] },
       { verbs: ['get', 'list', 'delete', 'deletecollection'], apiGroups: ['apps'], resources: ['deployments'] },
-      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/status', 'deployments/scale'] },
+      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/scale'] },
+      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/status'] },
     ]);
     assert.deepEqual(rulesReviewStatus(authorizer, dev, 'a', 'other').resourceRules, []);
+    // update and patch of the object write its scale, never its status: that takes a rule naming it
+    const writer: Caller = {
+      ...dev,
+      rules: [
+        { role: 'w', clusters: ['a'], namespaces: ['shop'], resources: ['deployments.apps'], verbs: ['*'] },
+        { role: 'w', clusters: ['a'], namespaces: ['shop'], resources: ['pods/status'], verbs: ['patch', 'get'] },
+      ],
+    };
+    assert.deepEqual(rulesReviewStatus(authorizer, writer, 'a', 'shop').resourceRules, [
+      { verbs: ['*'], apiGroups: ['apps'], resources: ['deployments'] },
+      { verbs: ['get', 'update', 'patch'], apiGroups: ['apps'], resources: ['deployments/scale'] },
+      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/status'] },
+      { verbs: ['patch'], apiGroups: [''], resources: ['pods/status'] },
+    ]);
     assert.deepEqual(rulesReviewStatus(authorizer, admin, 'a', 'other').resourceRules, [
       { verbs: ['*'], apiGroups: ['*'], resources: ['*'] },
     ]);
