@@ -8,9 +8,10 @@ import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { AuditService } from '../../src/audit/audit.service.js';
 import { kubeBinDir } from '../harness/binaries.js';
-import { kubeRequest, type ControlPlane } from '../harness/control-plane.js';
+import { kubeRequest, readAudit, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import type { TestApp } from '../support/app.js';
 import { startClusterApp } from '../support/cluster-app.js';
+import { kubeconfigFor } from '../support/clusters.js';
 import { createUser, login } from '../support/factories.js';
 import { request, type Response } from '../support/http.js';
 
@@ -399,6 +400,73 @@ describe('apply: server-side apply of one or many documents', () => {
     // A viewer may not apply at all.
     const viewer = await login(t, await createUser(t, { role: 'viewer' }));
     assert.equal((await applyAs(viewer, cm('x', nsSvc))).status, 403);
+  });
+
+  test('on an impersonating cluster each document is read and applied as the person, and its RBAC decides too', async () => {
+    const username = `apply-imp-${pid}`;
+    const registered = await request(t.app, 'POST', '/api/v1/admin/clusters', {
+      token: admin,
+      body: { name: 'imp', config: kubeconfigFor(cp), impersonate: true },
+    });
+    assert.equal(registered.status, 201, registered.text);
+    const role = await request(t.app, 'POST', '/api/v1/admin/roles', {
+      token: admin,
+      body: {
+        name: `apply-imp-${pid}`,
+        rules: [
+          { clusters: ['imp'], namespaces: [nsSvc], resources: ['configmaps'], verbs: ['get', 'create', 'patch'] },
+        ],
+      },
+    });
+    assert.equal(role.status, 201, role.text);
+    const person = await login(t, await createUser(t, { username, role: `apply-imp-${pid}` as never }));
+    const applyImp = (name: string) =>
+      request(t.app, 'POST', '/api/v1/apply', {
+        token: person,
+        headers: { 'x-cluster-name': 'imp', 'content-type': 'application/yaml' },
+        rawBody: stringify({
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name, namespace: nsSvc },
+          data: { a: '1' },
+        }),
+      });
+
+    // The service's rules allow it; the cluster's RBAC does not yet: the cluster's own 403, as the person.
+    const refused = await applyImp('as-person');
+    assert.equal(refused.status, 200, refused.text);
+    assert.equal(refused.body.results[0].action, 'error');
+    assert.equal(refused.body.results[0].status.code, 403);
+    assert.match(refused.body.results[0].status.message, new RegExp(`User "cas:${username}" cannot`));
+
+    await kubeRequest(cp, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${nsSvc}/roles`, {
+      metadata: { name: 'cm-writer' },
+      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'create', 'patch'] }],
+    });
+    await kubeRequest(cp, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${nsSvc}/rolebindings`, {
+      metadata: { name: 'cm-writer' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cm-writer' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: `cas:${username}` }],
+    });
+    const from = Date.now();
+    const applied = await waitFor('RBAC to take effect', async () => {
+      const res = await applyImp('as-person');
+      return res.body.results[0].action === 'created' ? res : undefined;
+    });
+    assert.equal(applied.body.results[0].action, 'created');
+    const asPerson = await waitFor('the apply in the apiserver audit log', async () => {
+      const events = (await readAudit(cp)).filter(
+        (e) =>
+          e.verb === 'patch' &&
+          e.objectRef?.namespace === nsSvc &&
+          e.objectRef?.name === 'as-person' &&
+          Date.parse(e.requestReceivedTimestamp) >= from - 1000,
+      );
+      return events.length ? events : undefined;
+    });
+    assert.ok(asPerson.every((e) => e.impersonatedUser?.username === `cas:${username}`));
+    const object = await live(`/api/v1/namespaces/${nsSvc}/configmaps/as-person`);
+    assert.equal(object.metadata.managedFields[0].manager, `cas:${username}`);
   });
 
   test('bad input: each a clear error for its document, or a 400/413 for the request; the others unaffected', async () => {
