@@ -534,6 +534,29 @@ describe('apply: server-side apply of one or many documents', () => {
     }
   });
 
+  test('request-level refusals: no credentials, no or unknown cluster, a bad query, an unknown media type', async () => {
+    const doc = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: refused-${pid}, namespace: ${nsSvc}}\n`;
+    const send = (headers: Record<string, string>, query: Record<string, string> = {}, token: string | null = admin) =>
+      request(t.app, 'POST', '/api/v1/apply', {
+        token: token ?? undefined,
+        headers: { 'content-type': 'application/yaml', ...headers },
+        rawBody: doc,
+        query,
+      });
+    assert.equal((await send({ 'x-cluster-name': 'alpha' }, {}, null)).status, 401);
+    const noCluster = await send({});
+    assert.equal(noCluster.status, 400);
+    assert.match(noCluster.body.message.join(), /x-cluster-name header is required/);
+    const nowhere = await send({ 'x-cluster-name': 'nowhere' });
+    assert.equal(nowhere.status, 404, nowhere.text);
+    const badQuery = await send({ 'x-cluster-name': 'alpha' }, { dryRun: 'yes', colour: 'red' });
+    assert.equal(badQuery.status, 400);
+    assert.match(badQuery.body.message.join(), /dryRun/);
+    assert.match(badQuery.body.message.join(), /colour/);
+    assert.equal((await send({ 'x-cluster-name': 'alpha', 'content-type': 'text/plain' })).status, 415);
+    assert.equal((await kubeRequest(cp, 'GET', `/api/v1/namespaces/${nsSvc}/configmaps/refused-${pid}`)).status, 404);
+  });
+
   test('PATCH with patchType=apply: server-side apply as cas:<username>, the 409 conflict passes through, force', async () => {
     const path = `/api/v1/configmaps/${nsSvc}/patched`;
     const headers = { 'x-cluster-name': 'alpha', 'content-type': 'application/apply-patch+yaml' };
