@@ -624,8 +624,115 @@ async function usersPart() {
   return { sqliteWorst, pgWorst };
 }
 
+/**
+ * Issue 33: 500 mixed documents (ConfigMaps, Secrets, Services, Deployments) in one POST /api/v1/apply against
+ * `kubectl apply --server-side -f` of the same YAML stream, against the cluster directly (bearer token both),
+ * each into a fresh namespace of its own: the first apply (all created), the same again (all unchanged), and the
+ * service's dry run of it. Wall time of the whole call, kubectl's start included.
+ */
+async function applyPart() {
+  const [nsKubectl, nsService] = [`bench-apply-k-${process.pid}`, `bench-apply-s-${process.pid}`];
+  for (const n of [nsKubectl, nsService])
+    await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: n } });
+  cleanups.push(() =>
+    Promise.all([nsKubectl, nsService].map((n) => kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${n}`))),
+  );
+  const docs = [];
+  for (let i = 0; i < 125; i++) {
+    const labels = { app: `app-${i}` };
+    docs.push(
+      `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings-${i}\n  labels: {app: app-${i}}\ndata:\n  mode: fast\n  size: "${i}"\n`,
+      `apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds-${i}\nstringData:\n  password: pw-${i}\n`,
+      `apiVersion: v1\nkind: Service\nmetadata:\n  name: web-${i}\nspec:\n  selector: {app: app-${i}}\n  ports:\n    - port: 80\n      protocol: TCP\n`,
+      [
+        'apiVersion: apps/v1',
+        'kind: Deployment',
+        'metadata:',
+        `  name: web-${i}`,
+        'spec:',
+        '  replicas: 1',
+        `  selector: {matchLabels: ${JSON.stringify(labels)}}`,
+        '  template:',
+        `    metadata: {labels: ${JSON.stringify(labels)}}`,
+        '    spec:',
+        '      containers:',
+        '        - name: web',
+        '          image: example.invalid/web:1',
+        '',
+      ].join('\n'),
+    );
+  }
+  const stream = docs.join('---\n');
+  const file = join(tmp, 'apply-500.yaml');
+  await writeFile(file, stream);
+
+  const service = await startService(
+    { CAS_DATA_DIR: join(tmp, 'apply'), CAS_BOOTSTRAP_USERNAME: 'bench', CAS_BOOTSTRAP_PASSWORD: 'bench-password-1' },
+    'the service (apply)',
+  );
+  const { token } = await service.api('POST', '/api/v1/auth/login', {
+    body: { username: 'bench', password: 'bench-password-1' },
+  });
+  await service.api('POST', '/api/v1/admin/clusters', {
+    token,
+    body: { name: 'bench', config: kubeconfigFor(cp, { token: cp.adminToken }) },
+  });
+  const timed = async (work) => {
+    const started = performance.now();
+    const out = await work();
+    return { ms: performance.now() - started, out };
+  };
+  const byKubectl = () =>
+    timed(() =>
+      execFileSync(
+        kubectl,
+        [
+          '--kubeconfig',
+          cp.kubeconfigPath,
+          '--context',
+          'admin-token',
+          'apply',
+          '--server-side',
+          '-n',
+          nsKubectl,
+          '-f',
+          file,
+        ],
+        { encoding: 'utf8', env: { ...process.env, HOME: join(tmp, 'kubectl-home') } },
+      ),
+    );
+  const byService = (query = '') =>
+    timed(async () => {
+      const res = await fetch(`${service.base}/api/v1/apply?namespace=${nsService}${query}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'x-cluster-name': 'bench', 'content-type': 'application/yaml' },
+        body: stream,
+      });
+      const body = await res.json();
+      if (res.status !== 200) throw new Error(`apply: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+      const actions = {};
+      for (const r of body.results) actions[r.action] = (actions[r.action] ?? 0) + 1;
+      return actions;
+    });
+  const kubectlFirst = await byKubectl();
+  const serviceFirst = await byService();
+  const kubectlAgain = await byKubectl();
+  const serviceAgain = await byService();
+  const serviceDry = await byService('&dryRun=All');
+  const lines = (text) => text.trim().split('\n').length;
+  console.log(
+    `apply 500 documents (${Math.round(stream.length / 1024)} KiB of YAML): kubectl --server-side ${Math.round(kubectlFirst.ms)} ms ` +
+      `(${lines(kubectlFirst.out)} lines), again ${Math.round(kubectlAgain.ms)} ms; the service ${Math.round(serviceFirst.ms)} ms ` +
+      `${JSON.stringify(serviceFirst.out)}, again ${Math.round(serviceAgain.ms)} ms ${JSON.stringify(serviceAgain.out)}, ` +
+      `dry run ${Math.round(serviceDry.ms)} ms ${JSON.stringify(serviceDry.out)}`,
+  );
+  await service.stop();
+  return { kubectlFirst, serviceFirst, kubectlAgain, serviceAgain };
+}
+
 const resources = PARTS.has('resources') ? await resourcesPart() : undefined;
 const users = PARTS.has('users') ? await usersPart() : undefined;
+const applied = PARTS.has('apply') ? await applyPart() : undefined;
 
 // ---------------------------------------------------------------- goals
 if (resources) {
@@ -716,6 +823,19 @@ if (users) {
   goal('users list, 100k users, p95 ≤ 25 ms on SQLite (4 conn)', sqliteWorst <= 25, `${sqliteWorst.toFixed(1)} ms`);
   if (!Number.isNaN(pgWorst))
     goal('users list, 100k users, p95 ≤ 25 ms on PostgreSQL (4 conn)', pgWorst <= 25, `${pgWorst.toFixed(1)} ms`);
+}
+if (applied) {
+  const { kubectlFirst, serviceFirst, kubectlAgain, serviceAgain } = applied;
+  goal(
+    'apply 500 mixed documents in one request ≤ 2× kubectl apply --server-side (all created)',
+    serviceFirst.ms <= 2 * kubectlFirst.ms,
+    `${(serviceFirst.ms / kubectlFirst.ms).toFixed(2)}× (${Math.round(serviceFirst.ms)} ms against ${Math.round(kubectlFirst.ms)} ms)`,
+  );
+  goal(
+    'apply the same 500 again ≤ 2× kubectl (all unchanged)',
+    serviceAgain.ms <= 2 * kubectlAgain.ms,
+    `${(serviceAgain.ms / kubectlAgain.ms).toFixed(2)}× (${Math.round(serviceAgain.ms)} ms against ${Math.round(kubectlAgain.ms)} ms)`,
+  );
 }
 console.log('\nGoals (issue 11):');
 for (const v of verdicts) console.log('  ' + v);

@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { AccessModule } from './access/access.module.js';
+import { ApplyModule } from './apply/apply.module.js';
 import { AuditModule } from './audit/audit.module.js';
 import { AuthModule } from './auth/auth.module.js';
 import { ClustersModule } from './clusters/clusters.module.js';
@@ -31,6 +32,7 @@ export class AppModule {
         ClustersModule,
         HealthModule,
         ResourcesModule,
+        ApplyModule,
         MetricsModule,
         ObservabilityModule,
         HttpModule,

@@ -44,16 +44,18 @@ export const PATCH_CONTENT_TYPES = {
   'application/strategic-merge-patch+json': undefined,
   'application/merge-patch+json': 'merge',
   'application/json-patch+json': 'json',
+  'application/apply-patch+yaml': 'apply',
 } as const;
 export type PatchContentType = keyof typeof PATCH_CONTENT_TYPES;
 
 /** Examples of a patch body, per content type. */
-function patchExamples(merge: object, jsonPatch: object[]): Record<PatchContentType, unknown> {
+function patchExamples(merge: object, jsonPatch: object[], applied: object): Record<PatchContentType, unknown> {
   return {
     'application/json': merge,
     'application/strategic-merge-patch+json': merge,
     'application/merge-patch+json': merge,
     'application/json-patch+json': jsonPatch,
+    'application/apply-patch+yaml': applied,
   };
 }
 
@@ -100,7 +102,12 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
     metadata: { name: 'my-config', resourceVersion: '12345' },
     data: { greeting: 'hello again' },
   },
-  patchResource: patchExamples({ data: { greeting: 'hi' } }, [{ op: 'replace', path: '/data/greeting', value: 'hi' }]),
+  patchResource: patchExamples({ data: { greeting: 'hi' } }, [{ op: 'replace', path: '/data/greeting', value: 'hi' }], {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'my-config' },
+    data: { greeting: 'hi' },
+  }),
   replaceSubresource: {
     apiVersion: 'autoscaling/v1',
     kind: 'Scale',
@@ -108,7 +115,49 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
     metadata: { name: 'web', namespace: 'default', resourceVersion: '12345' },
     spec: { replicas: 3 },
   },
-  patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }]),
+  applyResources: {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'shop-settings', namespace: 'default' },
+    data: { mode: 'fast' },
+  },
+  patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }], {
+    apiVersion: 'autoscaling/v1',
+    kind: 'Scale',
+    metadata: { name: 'web' },
+    spec: { replicas: 2 },
+  }),
+};
+
+/** A YAML request body's example, by operationId (a YAML stream: what a console's editor or an import sends). */
+export const REQUEST_YAML_EXAMPLES: Record<string, string> = {
+  applyResources: [
+    'apiVersion: v1',
+    'kind: ConfigMap',
+    'metadata:',
+    '  name: shop-settings',
+    '  namespace: default',
+    'data:',
+    '  mode: fast',
+    '---',
+    'apiVersion: apps/v1',
+    'kind: Deployment',
+    'metadata:',
+    '  name: shop-web',
+    '  namespace: default',
+    'spec:',
+    '  replicas: 2',
+    '  selector:',
+    '    matchLabels: {app: shop-web}',
+    '  template:',
+    '    metadata:',
+    '      labels: {app: shop-web}',
+    '    spec:',
+    '      containers:',
+    '        - name: web',
+    '          image: registry.example.com/shop/web:1.4.2',
+    '',
+  ].join('\n'),
 };
 
 /** A ConfigMap as a cluster answers with it (the resource routes' path examples name it). */
@@ -154,6 +203,41 @@ export const RESPONSE_EXAMPLES: Record<string, unknown> = {
   getSubresource: SCALE,
   replaceSubresource: SCALE,
   patchSubresource: SCALE,
+  applyResources: {
+    results: [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        namespace: 'default',
+        name: 'shop-settings',
+        action: 'configured',
+        diff: '--- a/default/configmaps/shop-settings\n+++ b/default/configmaps/shop-settings\n@@ -5,3 +5,3 @@\n   namespace: default\n data:\n-  mode: slow\n+  mode: fast\n',
+        conflicts: [],
+        status: null,
+      },
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        namespace: 'default',
+        name: 'shop-web',
+        action: 'conflict',
+        diff: '',
+        conflicts: [{ manager: 'kubectl', field: '.spec.replicas', message: 'conflict with "kubectl"' }],
+        status: {
+          kind: 'Status',
+          apiVersion: 'v1',
+          metadata: {},
+          status: 'Failure',
+          message: 'Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas',
+          reason: 'Conflict',
+          details: {
+            causes: [{ reason: 'FieldManagerConflict', message: 'conflict with "kubectl"', field: '.spec.replicas' }],
+          },
+          code: 409,
+        },
+      },
+    ],
+  },
 };
 
 /** Path parameter examples that differ from the ones the resource routes share, by operationId. */

@@ -19,6 +19,7 @@ import {
   PATCH_CONTENT_TYPES,
   type PatchContentType,
   REQUEST_EXAMPLES,
+  REQUEST_YAML_EXAMPLES,
   RESPONSE_EXAMPLES,
 } from './openapi-examples.js';
 
@@ -39,6 +40,11 @@ export const API_TAGS: Array<{ name: string; description: string }> = [
     name: 'Resources',
     description:
       'Generic access to any resource of the cluster named in `x-cluster-name`; the cluster answers, the service passes it through.',
+  },
+  {
+    name: 'Apply',
+    description:
+      'Server-side apply of one or many documents (YAML or JSON), with a diff per object, conflicts, and dry run; Secret values never shown.',
   },
   { name: 'Roles', description: 'Built-in and custom roles: rules of clusters, namespaces, resources and verbs.' },
   {
@@ -216,6 +222,11 @@ const PATCH_SCHEMAS: Record<PatchContentType, SchemaObject | { $ref: string }> =
     items: kubernetesRef('JsonPatchOperation'),
     description: 'A JSON patch (RFC 6902): operations applied in order',
   },
+  'application/apply-patch+yaml': {
+    ...MERGE_PATCH,
+    description:
+      'Server-side apply: the object as you want it (YAML, or JSON, which is YAML), with apiVersion, kind and metadata.name',
+  },
   'application/json': {
     oneOf: [
       { ...MERGE_PATCH, description: 'A strategic merge patch, or a JSON merge patch with `patchType=merge`' },
@@ -251,6 +262,9 @@ function addExamples(method: string, op: OperationObject): void {
   } else if (example !== undefined && body?.content?.['application/json']) {
     body.content['application/json'].example = example;
   }
+  const yamlExample = REQUEST_YAML_EXAMPLES[operationId];
+  if (yamlExample !== undefined && body?.content?.['application/yaml'])
+    body.content['application/yaml'].example = yamlExample;
   const parameters = PARAMETER_EXAMPLES[operationId] ?? {};
   for (const parameter of op.parameters ?? []) {
     if (!('name' in parameter)) continue;

@@ -24,6 +24,11 @@ export interface AuditFacts {
    * name the object: the cluster, the apiserver's verb and the object as the request was parsed.
    */
   kube?: { cluster: string; verb: string; resource: string | null; namespace: string | null; name: string | null };
+  /**
+   * Apply: the documents the request applied (or tried to), each recorded as a row of its own, with its
+   * target and the cluster's status for it, in place of the request's one row. Never a document's body.
+   */
+  documents?: AuditedDocument[];
   /** Overrides the target the route's path gives. */
   target?: { kind: string; id: string | null };
   /** The cluster's answer to a resource write (bounded), read once the response is sent for uid and resourceVersion. */
@@ -39,6 +44,17 @@ export interface AuditFacts {
    * callback starts a session), false for a write method that only asks (`can-i`).
    */
   changesState?: boolean;
+}
+
+/** One applied document, as its audit row names it. */
+export interface AuditedDocument {
+  cluster: string;
+  resource: string | null;
+  namespace: string | null;
+  name: string | null;
+  uid: string | null;
+  resourceVersion: string | null;
+  statusCode: number;
 }
 
 const FACTS = Symbol('cas:audit-facts');

@@ -133,6 +133,24 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
   };
 }
 
+/** The rows of a finished request: its one row, or one per document it applied (src/apply/). */
+export function auditRowsFor(request: FastifyRequest, statusCode: number, at: Date): AuditRow[] {
+  const row = auditRowFor(request, statusCode, at);
+  if (!row) return [];
+  const documents = auditFactsOf(request).documents;
+  if (!documents?.length) return [row];
+  return documents.map((d) => ({
+    ...row,
+    statusCode: d.statusCode,
+    cluster: clip(d.cluster, 253),
+    resource: clip(d.resource, 253),
+    namespace: clip(d.namespace, 253),
+    name: clip(d.name, 253),
+    uid: clip(d.uid, 64),
+    resourceVersion: clip(d.resourceVersion, 64),
+  }));
+}
+
 /**
  * A login refused before any password was checked: by the throttle (429) or because the hashing
  * queue was full (503). It costs the caller nothing and names whatever username the caller chose,

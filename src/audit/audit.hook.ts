@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { auditFactsOf } from './audit-facts.js';
-import { auditRowFor, wantsCreatedId } from './audit-row.js';
+import { auditRowsFor, wantsCreatedId } from './audit-row.js';
 import { AuditService } from './audit.service.js';
 
 /**
@@ -10,12 +10,12 @@ import { AuditService } from './audit.service.js';
  */
 export function registerAudit(fastify: FastifyInstance, audit: AuditService): void {
   const recorded = new WeakSet<object>();
-  const capture = (request: Parameters<typeof auditRowFor>[0], statusCode: number) => {
+  const capture = (request: Parameters<typeof auditRowsFor>[0], statusCode: number) => {
     if (recorded.has(request)) return;
     recorded.add(request);
     try {
-      const row = auditRowFor(request, statusCode, new Date(Number(request.auditStartedAt ?? Date.now())));
-      if (row) audit.record(row);
+      const at = new Date(Number(request.auditStartedAt ?? Date.now()));
+      for (const row of auditRowsFor(request, statusCode, at)) audit.record(row);
     } catch (error) {
       request.log.error({ err: error }, 'could not build the audit row');
     }

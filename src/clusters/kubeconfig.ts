@@ -6,7 +6,8 @@
 // never its value (values may be credentials).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
-import { isScalar, LineCounter, parseDocument, stringify, visit } from 'yaml';
+import { LineCounter, parseDocument, stringify } from 'yaml';
+import { BOUNDED_PARSE_OPTIONS, duplicateKeyOffset, yamlStructureProblem } from '../common/bounded-yaml.js';
 import { CLUSTER_NAME_PATTERN } from './cluster-name.js';
 
 /** The connection part of one cluster entry. */
@@ -117,60 +118,6 @@ export const KUBECONFIG_LIMITS = {
   maxCertificates: 32,
 };
 
-/**
- * Why the document's structure is out of bounds, or undefined. One linear pass, no regular
- * expression. It reads YAML's token boundaries the way the parser does (a quote or `#` only counts
- * at the start of a token), so a quote or comment cannot hide nesting from it.
- */
-function structureProblem(text: string): string | undefined {
-  const { maxLength, maxFlowDepth, maxIndent, maxNodes } = KUBECONFIG_LIMITS;
-  if (text.length > maxLength) return `config is larger than ${maxLength} characters`;
-  const boundary = (c: string | undefined) =>
-    c === undefined || c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '[' || c === '{' || c === ',';
-  let flow = 0;
-  let quote = '';
-  let lineStart = true;
-  let indent = 0;
-  let nodes = 0;
-  const tooMany = `config has more than ${maxNodes} lines and list items`;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quote) {
-      if (c === quote) {
-        if (quote === "'" && text[i + 1] === "'") i++;
-        else quote = '';
-      } else if (c === '\\' && quote === '"') i++;
-      continue;
-    }
-    if (c === '\n') {
-      lineStart = true;
-      indent = 0;
-      if (++nodes > maxNodes) return tooMany;
-      continue;
-    }
-    if (lineStart) {
-      const indicator = (c === '-' || c === '?' || c === ':') && (text[i + 1] === ' ' || text[i + 1] === '\t');
-      if (c === ' ' || c === '\t' || indicator) {
-        indent += indicator ? 2 : 1;
-        if (indicator) i++;
-        if (indent > maxIndent) return `config is indented deeper than ${maxIndent} columns`;
-        continue;
-      }
-      lineStart = false;
-    }
-    const tokenStart = boundary(text[i - 1]) || text[i - 1] === ':';
-    if ((c === '"' || c === "'") && tokenStart) quote = c;
-    else if (c === '#' && (i === 0 || text[i - 1] === ' ' || text[i - 1] === '\t' || text[i - 1] === '\n')) {
-      const end = text.indexOf('\n', i);
-      i = end < 0 ? text.length : end - 1;
-    } else if (c === '[' || c === '{') {
-      if (++flow > maxFlowDepth) return `config nests [ or { deeper than ${maxFlowDepth} levels`;
-    } else if (c === ']' || c === '}') flow = Math.max(0, flow - 1);
-    else if (c === ',' && flow > 0 && ++nodes > maxNodes) return tooMany;
-  }
-  return undefined;
-}
-
 function isMapping(value: unknown): value is Entry {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
 }
@@ -185,40 +132,19 @@ interface Document {
   certificateBudget: { left: number };
 }
 
-/** Where the first repeated key of any mapping is (a Set per mapping: linear), or undefined. */
-function duplicateKeyOffset(doc: ReturnType<typeof parseDocument>): number | undefined {
-  let offset: number | undefined;
-  visit(doc, {
-    Map(_key, map) {
-      const seen = new Set<string>();
-      for (const item of map.items) {
-        const key = isScalar(item.key) ? `s:${String(item.key.value)}` : `n:${String(item.key)}`;
-        if (seen.has(key)) {
-          offset = (item.key as { range?: [number] } | null)?.range?.[0] ?? map.range?.[0] ?? 0;
-          return visit.BREAK;
-        }
-        seen.add(key);
-      }
-      return undefined;
-    },
-  });
-  return offset;
-}
-
 /** Parses YAML (or JSON) into the named entries of a kubeconfig; problems of shape are collected. */
 function parseDocumentShape(text: string, problems: string[]): Document | undefined {
   if (text.trim() === '') {
     problems.push('config is empty');
     return undefined;
   }
-  const tooBig = structureProblem(text);
+  const tooBig = yamlStructureProblem(text, { ...KUBECONFIG_LIMITS, maxAliasCount: 100 }, 'config');
   if (tooBig) {
-    problems.push(tooBig);
+    problems.push(tooBig.message);
     return undefined;
   }
   const lineCounter = new LineCounter();
-  // yaml's own uniqueKeys compares every key with every other (quadratic): duplicates are found below instead.
-  const doc = parseDocument(text, { uniqueKeys: false, prettyErrors: false, lineCounter });
+  const doc = parseDocument(text, { ...BOUNDED_PARSE_OPTIONS, lineCounter });
   if (doc.errors.length > 0) {
     // Without prettyErrors, yaml's messages do not quote the document (which may hold secrets).
     const error = doc.errors[0];

@@ -86,19 +86,23 @@ function parseJsonBytes(bytes: Buffer): unknown {
   }
 }
 
+type Done = (error: Error | null, body?: unknown) => void;
+
 /**
- * Fastify's content-type parser for JSON bodies, reading the request stream itself. The same limits
- * and errors as Fastify's own body reader (the route's body limit, 413 past it, 400 when the body
- * is not as long as its Content-Length), but the nesting is checked on each piece as it arrives:
- * a body nested too deep is refused there, never joined into one buffer. Joining 10 MiB of fresh
- * memory held the event loop for long (page faults), in one go.
+ * A Fastify content-type parser that reads the request stream itself, with the same limits and errors
+ * as Fastify's own body reader (the route's body limit, 413 past it, 400 when the body is not as long
+ * as its Content-Length). `inspect` sees each piece as it arrives and may refuse the body there;
+ * `finish` turns the whole body into the route's value.
  */
-export function jsonBodyParser(maxDepth: number) {
-  return (request: FastifyRequest, payload: Readable, done: (error: Error | null, body?: unknown) => void) => {
+function boundedBodyParser(
+  start: () => { inspect?: (bytes: Buffer) => Error | undefined },
+  finish: (bytes: Buffer) => unknown,
+) {
+  return (request: FastifyRequest, payload: Readable, done: Done) => {
     const limit = request.routeOptions.bodyLimit;
     const contentLength = Number(request.headers['content-length']);
     if (contentLength > limit) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
-    const scanner = new DepthScanner(maxDepth);
+    const { inspect } = start();
     const chunks: Buffer[] = [];
     let received = 0;
     const stop = () => {
@@ -113,9 +117,10 @@ export function jsonBodyParser(maxDepth: number) {
         stop();
         return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
       }
-      if (scanner.push(bytes)) {
+      const refused = inspect?.(bytes);
+      if (refused) {
         stop();
-        return done(refusal(400, `body is nested deeper than ${maxDepth} levels`));
+        return done(refused);
       }
       chunks.push(bytes);
     }
@@ -131,7 +136,7 @@ export function jsonBodyParser(maxDepth: number) {
       let body: unknown;
       try {
         // A copy, never a view of the socket's read buffer.
-        body = parseJsonBytes(Buffer.concat(chunks, received));
+        body = finish(Buffer.concat(chunks, received));
       } catch (parseError) {
         return done(parseError as Error);
       }
@@ -143,3 +148,30 @@ export function jsonBodyParser(maxDepth: number) {
     payload.resume();
   };
 }
+
+/**
+ * Fastify's content-type parser for JSON bodies: the nesting is checked on each piece as it arrives,
+ * so a body nested too deep is refused there, never joined into one buffer. Joining 10 MiB of fresh
+ * memory held the event loop for long (page faults), in one go.
+ */
+export function jsonBodyParser(maxDepth: number) {
+  return boundedBodyParser(() => {
+    const scanner = new DepthScanner(maxDepth);
+    return {
+      inspect: (bytes) =>
+        scanner.push(bytes) ? refusal(400, `body is nested deeper than ${maxDepth} levels`) : undefined,
+    };
+  }, parseJsonBytes);
+}
+
+/** Media types read as text, for the route to parse (YAML, within the bounds of src/common/bounded-yaml.ts). */
+export const YAML_TYPES = ['application/yaml', 'application/apply-patch+yaml'];
+
+/**
+ * Fastify's content-type parser for YAML bodies: the text, decoded as UTF-8 (empty is "no body"). The
+ * route parses it: the bounds of a YAML document depend on what it carries.
+ */
+export const textBodyParser = boundedBodyParser(
+  () => ({}),
+  (bytes) => (isBlank(bytes) ? undefined : bytes.toString('utf8')),
+);

@@ -12,7 +12,7 @@ import { AuditService } from '../audit/audit.service.js';
 import { registerAuthentication } from '../auth/auth.guard.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import { attachDrain } from '../common/drain.js';
-import { jsonBodyParser } from '../common/json-body.js';
+import { jsonBodyParser, textBodyParser, YAML_TYPES } from '../common/json-body.js';
 import type { RouteFacts } from '../common/strict-input.js';
 import { RAW_BODY_CONFIG, RAW_BODY_ROUTES, rawBodyOnly, unlessRawBody } from '../kube/raw-body.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
@@ -30,6 +30,8 @@ export const RESOURCE_BODY_LIMIT = 10 * MIB;
 export const ADMIN_BODY_LIMIT = 1 * MIB;
 /** Resource routes are the ones whose first segment under the prefix is the `:resource` parameter. */
 const RESOURCE_ROUTE = `/${API_PREFIX}/:resource`;
+/** Apply carries as much as a resource route's write: whole objects, up to 500 of them. */
+const APPLY_ROUTE = `/${API_PREFIX}/apply`;
 /** Every media type read as JSON: plain JSON and the Kubernetes patch kinds. */
 const JSON_TYPES = [
   'application/json',
@@ -79,8 +81,8 @@ export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
  * 2. Connections: at most CAS_MAX_CONNECTIONS_PER_ADDRESS per client address (503 beyond).
  * 3. `onRequest`: security headers and the request id; the drain (503 once shutting down; streams end);
  *    the audit clock; cookies, CORS; authentication (before any body is read).
- * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded; on the
- *    Kubernetes API path every body passes on unread.
+ * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded; YAML
+ *    (apply) as text for the route's bounded parse; on the Kubernetes API path every body passes on unread.
  * 5. `onSend`/`onResponse`: audit rows, request metrics.
  * 6. Errors: one path, Nest's exception filter, which Nest also makes Fastify's error handler.
  */
@@ -111,7 +113,8 @@ export class HttpEdge {
     // 1. Routes.
     const operations = operationTable(document);
     fastify.addHook('onRoute', (route) => {
-      route.bodyLimit ??= route.url.startsWith(RESOURCE_ROUTE) ? RESOURCE_BODY_LIMIT : ADMIN_BODY_LIMIT;
+      route.bodyLimit ??=
+        route.url.startsWith(RESOURCE_ROUTE) || route.url === APPLY_ROUTE ? RESOURCE_BODY_LIMIT : ADMIN_BODY_LIMIT;
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       // Fastify's automatic HEAD route of a GET is the same operation.
       const method = methods[0] === 'HEAD' ? 'GET' : methods[0];
@@ -161,6 +164,7 @@ export class HttpEdge {
     // 4. Bodies.
     fastify.removeAllContentTypeParsers();
     fastify.addContentTypeParser(JSON_TYPES, unlessRawBody(jsonBodyParser(limits.maxJsonDepth)));
+    fastify.addContentTypeParser(YAML_TYPES, unlessRawBody(textBodyParser));
     // The Kubernetes API path passes every body on unread; elsewhere any other type is a 415.
     fastify.addContentTypeParser('*', rawBodyOnly);
 

@@ -57,6 +57,34 @@ export class ResourceDiscovery {
   }
 
   /**
+   * The type of a document's `apiVersion` and `kind` (what kubectl's REST mapper finds): from the cached
+   * discovery (refreshed on a miss, as `resolve`), else from the discovery of that exact group version
+   * (a version other than the group's preferred one). 404 when the cluster does not serve it; the type
+   * carries the document's version.
+   */
+  async resolveKind(conn: ClusterConnection, group: string, version: string, kind: string): Promise<ResourceType> {
+    const notServed = () =>
+      new NotFoundException(
+        `cluster '${conn.clusterName}' does not serve kind '${kind}' in '${group ? `${group}/` : ''}${version}'`,
+      );
+    if ((group !== '' && !GROUP.test(group)) || !SEGMENT.test(version)) throw notServed();
+    const match = (types: ResourceType[]) => types.find((t) => t.group === group && t.kind === kind);
+    let snapshot = await this.snapshot(conn);
+    let found = match(snapshot.types);
+    if (!found && Date.now() - snapshot.loadedAt >= MIN_RELOAD_INTERVAL_MS) {
+      snapshot = await this.load(conn);
+      found = match(snapshot.types);
+    }
+    if (found?.version !== version) {
+      found = match(
+        await this.resourcesOf(conn, group, version, group ? `/apis/${group}/${version}` : `/api/${version}`),
+      );
+    }
+    if (!found) throw notServed();
+    return found;
+  }
+
+  /**
    * Every resource type the cluster serves, from a discovery at most `maxAgeMs` old (concurrent
    * callers share one load): what a console's navigation is built from, so a CRD created a moment
    * ago is listed.

@@ -70,6 +70,7 @@ export const PATCH_CONTENT_TYPES = {
   strategic: 'application/strategic-merge-patch+json',
   merge: 'application/merge-patch+json',
   json: 'application/json-patch+json',
+  apply: 'application/apply-patch+yaml',
 } as const;
 
 export type PatchType = keyof typeof PATCH_CONTENT_TYPES;
@@ -87,7 +88,7 @@ export function patchContentType(patchType: string | undefined, requestContentTy
   const fromMedia = PATCH_TYPE_OF_MEDIA.get(media);
   if (patchType === undefined) return PATCH_CONTENT_TYPES[fromMedia ?? 'strategic'];
   if (!PATCH_TYPE_OF_MEDIA.has(PATCH_CONTENT_TYPES[patchType as PatchType] ?? '')) {
-    return refuse(`patchType must be 'strategic', 'merge' or 'json', got '${patchType}'`);
+    return refuse(`patchType must be 'strategic', 'merge', 'json' or 'apply', got '${patchType}'`);
   }
   if (fromMedia !== undefined && fromMedia !== patchType) {
     return refuse(`patchType '${patchType}' contradicts Content-Type '${media}': send one, or both alike`);

@@ -83,9 +83,10 @@ export const OBJECT = kubernetesRef('KubernetesObject');
 export const PATCH_BODY = {
   description:
     'The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge ' +
-    'patch (an object); `json`, a JSON patch (an array of operations). Send it as `application/json` or as the ' +
-    'content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, ' +
-    '`application/json-patch+json`) with the matching `patchType`.',
+    'patch (an object); `json`, a JSON patch (an array of operations); `apply`, a server-side apply (the object as ' +
+    'you want it, YAML or JSON). Send it as `application/json` or as the content type of its kind ' +
+    '(`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`, ' +
+    '`application/apply-patch+yaml`) with the matching `patchType`.',
   schema: {
     oneOf: [
       { type: 'object', additionalProperties: true, description: 'A strategic merge or JSON merge patch' },
@@ -269,14 +270,18 @@ export class ResourcesController {
 
   /**
    * Patches an object: the patch kind from `patchType`, or else from a Kubernetes patch Content-Type
-   * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`);
-   * plain `application/json` is a strategic merge patch. A `patchType` that contradicts the Content-Type is a 400.
+   * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`,
+   * `application/apply-patch+yaml`); plain `application/json` is a strategic merge patch. A `patchType` that
+   * contradicts the Content-Type is a 400. Server-side apply (`apply`) applies as `fieldManager`, by default
+   * `cas:<username>` (`cas:key:<name>` for an API key); `force=true` takes over conflicting fields, else the
+   * cluster's 409 conflict passes through.
    */
   @Authenticated()
   @Patch(':resource/:namespace/:name')
   @ResourceParams(true)
   @ApiBody(PATCH_BODY)
   @ApiOkResponse({ description: 'The patched object', schema: OBJECT })
+  @ApiCreatedResponse({ description: 'Server-side apply (`apply`) created the object', schema: OBJECT })
   async patchResource(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,

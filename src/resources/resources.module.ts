@@ -18,6 +18,6 @@ import { SubresourcesService } from './subresources.service.js';
   controllers: [ResourcesController, LogsController, ApiResourcesController, SubresourcesController],
   providers: [ResourcesService, ResourceDiscovery, PodLogsService, ApiResourcesService, SubresourcesService],
   // can-i (access/) resolves types and scopes exactly as the routes do.
-  exports: [ResourcesService],
+  exports: [ResourcesService, ResourceDiscovery],
 })
 export class ResourcesModule {}

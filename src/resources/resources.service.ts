@@ -16,6 +16,7 @@ import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
 import type { ClusterAnswer, SettledAnswer } from '../clusters/gateway/answer.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
+import { patchRequest } from '../apply/apply-input.js';
 import { ResourceDiscovery } from './discovery.js';
 import {
   type DeleteResourceQueryDto,
@@ -70,7 +71,7 @@ export interface Resolved {
 }
 
 /** The service's own top-level path names: a path under them that no route matched is simply unknown. */
-const OWN_PATHS = new Set(['admin', 'auth', 'metrics']);
+const OWN_PATHS = new Set(['admin', 'auth', 'metrics', 'apply']);
 const DEFAULT_DELETE_WAIT_SECONDS = 60;
 
 function query(values: object): URLSearchParams | undefined {
@@ -295,20 +296,15 @@ export class ResourcesService {
     q: PatchResourceQueryDto,
     contentType: string | undefined,
   ) {
-    const patchContent = patchContentType(q.patchType, contentType);
+    patchContentType(q.patchType, contentType); // a bad patch kind is a 400 before any work
     const r = await this.resolve(caller, target, 'patch');
-    if (body === undefined || body === null || typeof body !== 'object') {
-      throw new BadRequestException([
-        'body must be the patch: a JSON object, or an array of operations for a JSON patch',
-      ]);
-    }
-    const { patchType: _patchType, ...passThrough } = q;
+    const patch = await patchRequest(caller, body, q, contentType);
     return r.cluster.sendObject({
       method: 'PATCH',
       path: r.path,
-      query: query(passThrough),
-      body: json(body),
-      contentType: patchContent,
+      query: query(patch.query),
+      body: patch.body,
+      contentType: patch.contentType,
     });
   }
 

@@ -4,6 +4,7 @@ import { Authorizer, type Verb } from '../access/authorizer.js';
 import { STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
+import { patchRequest } from '../apply/apply-input.js';
 import { patchContentType, resourceIdOf } from './resource-path.js';
 import { type Resolved, type ResourceTarget, ResourcesService } from './resources.service.js';
 
@@ -77,20 +78,15 @@ export class SubresourcesService {
     q: PatchResourceQueryDto,
     requestContentType: string | undefined,
   ) {
-    const contentType = patchContentType(q.patchType, requestContentType);
+    patchContentType(q.patchType, requestContentType); // a bad patch kind is a 400 before any work
     const { r, path } = await this.resolve(caller, target, sub, 'patch');
-    if (body === undefined || body === null || typeof body !== 'object') {
-      throw new BadRequestException([
-        'body must be the patch: a JSON object, or an array of operations for a JSON patch',
-      ]);
-    }
-    const { patchType: _patchType, ...passThrough } = q;
+    const patch = await patchRequest(caller, body, q, requestContentType);
     return r.cluster.send({
       method: 'PATCH',
       path,
-      query: query(passThrough),
-      body: json(body),
-      contentType,
+      query: query(patch.query),
+      body: patch.body,
+      contentType: patch.contentType,
     });
   }
 

@@ -192,6 +192,49 @@ describe('kubectl through the service (over TLS, with a generated kubeconfig)', 
     assert.ok(managers.includes('kubectl'), `server-side apply recorded kubectl as a field manager: ${managers}`);
   });
 
+  test('apply --server-side passes through unchanged: output, managedFields and conflicts as against the cluster', async () => {
+    const manifest = (name: string, value: string) =>
+      `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n  namespace: ${ns}\ndata:\n  key: ${value}\n  other: x\n`;
+    const both = async (args: string[], value: string) => {
+      const through = await svc([...args, '-f', '-'], { input: manifest('ssa-svc', value) });
+      const straight = await cluster([...args, '-f', '-'], { input: manifest('ssa-direct', value) });
+      return { through, straight, same: (text: string) => text.replaceAll('ssa-svc', 'ssa-direct') };
+    };
+    const managed = async (name: string) =>
+      (
+        (await kubeRequest(cp, 'GET', `/api/v1/namespaces/${ns}/configmaps/${name}`)).body.metadata
+          .managedFields as Array<Record<string, unknown>>
+      ).map(({ time: _time, ...entry }) => entry);
+
+    for (const [args, value] of [
+      [['apply', '--server-side'], 'one'],
+      [['apply', '--server-side', '--field-manager=tool'], 'one'],
+    ] as const) {
+      const { through, straight, same } = await both([...args], value);
+      ok(through, args.join(' '));
+      assert.equal(same(through.stdout), straight.stdout);
+    }
+    assert.deepEqual(await managed('ssa-svc'), await managed('ssa-direct'));
+
+    // A second manager setting a field the first owns: the same conflict report, the same exit code.
+    const conflict = await both(['apply', '--server-side', '--field-manager=tool'], 'two');
+    assert.notEqual(conflict.through.code, 0);
+    assert.equal(conflict.through.code, conflict.straight.code);
+    assert.equal(conflict.same(conflict.through.stderr), conflict.straight.stderr);
+    assert.match(conflict.through.stderr, /Apply failed with 1 conflict: conflict with "kubectl": \.data\.key/);
+    const forced = await both(['apply', '--server-side', '--field-manager=tool', '--force-conflicts'], 'two');
+    ok(forced.through, 'forced');
+    assert.deepEqual(await managed('ssa-svc'), await managed('ssa-direct'));
+
+    // The scoped user applies in its namespace, and is refused elsewhere with the service's reason.
+    ok(await dev(['apply', '--server-side', '-f', '-'], { input: manifest('ssa-dev', 'one') }), 'dev applies');
+    const refused = await dev(['apply', '--server-side', '-f', '-'], {
+      input: manifest('ssa-dev', 'one').replace(`namespace: ${ns}`, 'namespace: kube-system'),
+    });
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /forbidden/i);
+  });
+
   test('scale uses the scale subresource; delete --all and a deletecollection; writes and refusals are audited', async () => {
     const deployment = {
       apiVersion: 'apps/v1',

@@ -45,6 +45,7 @@ const ORDER = [
   'patchResource',
   'replaceSubresource',
   'patchSubresource',
+  'applyResources',
 ];
 /** Replaces whose example `resourceVersion` is not the object's: the cluster answers 409 after the service accepted it. */
 const STALE_REPLACES = new Set(['replaceResource', 'replaceSubresource']);
@@ -132,8 +133,13 @@ describe('every request example in openapi.json is accepted', () => {
       }
       let body = example.body as { metadata?: { namespace?: string } };
       if (body?.metadata?.namespace === 'default') body = { ...body, metadata: { ...body.metadata, namespace: ns } };
+      // A YAML example (apply's) is sent as it is, in the test's namespace.
+      const rawBody =
+        typeof body === 'string'
+          ? (body as string).replaceAll('namespace: default', `namespace: ${ns}`)
+          : JSON.stringify(body);
       // No patchType: the Content-Type names the kind of patch.
-      const res = await request(t.app, example.method, url, { token, headers, rawBody: JSON.stringify(body) });
+      const res = await request(t.app, example.method, url, { token, headers, rawBody });
       const label = `${operationId} (${example.contentType}): ${res.status} ${res.text.slice(0, 300)}`;
       if (STALE_REPLACES.has(operationId)) {
         assert.equal(res.status, 409, label);
@@ -141,6 +147,12 @@ describe('every request example in openapi.json is accepted', () => {
         assert.equal(res.body.reason, 'Conflict', label);
       } else {
         assert.ok(res.status >= 200 && res.status < 300, label);
+      }
+      if (operationId === 'applyResources') {
+        assert.ok(
+          res.body.results.every((r: { action: string }) => r.action !== 'error'),
+          label,
+        );
       }
       if (operationId === 'login') token = res.body.token;
       if (operationId === 'createUser') ids.users = res.body.id;

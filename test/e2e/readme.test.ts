@@ -222,6 +222,7 @@ describe('the README and docs/ snippets, run as written', () => {
       ],
       'docs/ROLES.md': ['"allowed":true', 'web'],
       'docs/SSO.md': ['"id":"password"'],
+      'docs/APPLY.md': ['ConfigMap/shop-settings: created', 'Secret/shop-credentials: created', 'password: "***"'],
     };
     const pages = [...new Set(of('after-first-steps').map((s) => s.file))];
     // ROLES.md turns impersonation on for the cluster: it goes last.

@@ -119,7 +119,7 @@ describe('resource routes on a real cluster: ConfigMaps, Deployments, Namespaces
     assert.equal(json.status, 200, json.text);
     assert.deepEqual(json.body.data, { b: '20' });
 
-    const bad = await call('PATCH', `configmaps/${ns}/p1`, { query: { patchType: 'apply' }, body: {} });
+    const bad = await call('PATCH', `configmaps/${ns}/p1`, { query: { patchType: 'server-side' }, body: {} });
     assert.equal(bad.status, 400);
     assert.match(bad.body.message.join(';'), /patchType/);
 

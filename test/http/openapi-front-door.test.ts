@@ -9,6 +9,7 @@ import { startTestApp, type TestApp } from '../support/app.js';
 import { request } from '../support/http.js';
 
 const PATCH_TYPES = [
+  'application/apply-patch+yaml',
   'application/json',
   'application/json-patch+json',
   'application/merge-patch+json',

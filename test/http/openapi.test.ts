@@ -86,6 +86,8 @@ const KUBE_OPERATION_IDS = [
   'deleteKubernetesApi',
   'createKubeconfig',
 ];
+/** Issue 33: multi-document server-side apply (CONTRACT §14). */
+const APPLY_OPERATION_IDS = ['applyResources'];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS, ...SSO_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -121,6 +123,7 @@ describe('OpenAPI document', () => {
             ...CONSOLE_OPERATION_IDS,
             ...SINGLE_GET_OPERATION_IDS,
             ...KUBE_OPERATION_IDS,
+            ...APPLY_OPERATION_IDS,
           ].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );

@@ -108,7 +108,11 @@ describe('resource paths', () => {
     assert.equal(patchContentType('merge', 'application/json'), 'application/merge-patch+json');
     assert.equal(patchContentType('json', undefined), 'application/json-patch+json');
     assert.equal(patchContentType('strategic', undefined), 'application/strategic-merge-patch+json');
-    assert.throws(() => patchContentType('apply', undefined), refusedWith(/patchType/));
+    assert.equal(patchContentType('apply', undefined), 'application/apply-patch+yaml');
+    assert.equal(patchContentType('apply', 'application/apply-patch+yaml'), 'application/apply-patch+yaml');
+    assert.equal(patchContentType(undefined, 'application/apply-patch+yaml'), 'application/apply-patch+yaml');
+    assert.throws(() => patchContentType('merge', 'application/apply-patch+yaml'), refusedWith(/contradicts/));
+    assert.throws(() => patchContentType('server-side', undefined), refusedWith(/patchType/));
     assert.throws(() => patchContentType('', undefined), refusedWith(/patchType/));
   });
 

@@ -4,7 +4,7 @@ import { Transform, Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 
 /** A boolean query parameter: `true` or `false` (what a client serialises a boolean to); anything else is a 400. */
-function QueryBoolean(description: string) {
+export function QueryBoolean(description: string) {
   return applyDecorators(
     ApiPropertyOptional({ type: 'boolean', description }),
     IsOptional(),
@@ -141,16 +141,23 @@ export class WriteResourceQueryDto {
 
 export class PatchResourceQueryDto extends WriteResourceQueryDto {
   /**
-   * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
-   * Absent: the request's Content-Type decides (`application/merge-patch+json`, `application/json-patch+json`,
-   * `application/strategic-merge-patch+json`; plain `application/json` is a strategic merge patch).
+   * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902);
+   * `apply`: server-side apply (the body, YAML or JSON, is the object as you want it; `fieldManager` defaults to
+   * `cas:<username>`, `cas:key:<name>` for API keys). Absent: the request's Content-Type decides
+   * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`,
+   * `application/apply-patch+yaml`; plain `application/json` is a strategic merge patch).
    */
-  @ApiPropertyOptional({ enum: ['strategic', 'merge', 'json'] })
+  @ApiPropertyOptional({ enum: ['strategic', 'merge', 'json', 'apply'] })
   @IsOptional()
-  @IsIn(['strategic', 'merge', 'json'], {
-    message: "patchType must be 'strategic', 'merge' or 'json' (or absent: the Content-Type decides)",
+  @IsIn(['strategic', 'merge', 'json', 'apply'], {
+    message: "patchType must be 'strategic', 'merge', 'json' or 'apply' (or absent: the Content-Type decides)",
   })
-  patchType?: 'strategic' | 'merge' | 'json';
+  patchType?: 'strategic' | 'merge' | 'json' | 'apply';
+
+  @QueryBoolean(
+    "Server-side apply only: `true` takes over the fields another manager owns instead of answering the cluster's 409 conflict.",
+  )
+  force?: boolean;
 }
 
 export class DeleteResourceQueryDto {

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
+import type { ApplyResourcesData, ApplyResourcesErrors, ApplyResourcesResponses, CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -948,11 +948,14 @@ export const getResource = <ThrowOnError extends boolean = false>(options: Optio
 });
 
 /**
- * Patches an object: the patch kind from patchType, or else from a Kubernetes patch Content-Type (application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json); plain application/json is a strategic merge patch.
+ * Patches an object: the patch kind from patchType, or else from a Kubernetes patch Content-Type (application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml); plain application/json is a strategic merge patch.
  *
  * Patches an object: the patch kind from `patchType`, or else from a Kubernetes patch Content-Type
- * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`);
- * plain `application/json` is a strategic merge patch. A `patchType` that contradicts the Content-Type is a 400.
+ * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`,
+ * `application/apply-patch+yaml`); plain `application/json` is a strategic merge patch. A `patchType` that
+ * contradicts the Content-Type is a 400. Server-side apply (`apply`) applies as `fieldManager`, by default
+ * `cas:<username>` (`cas:key:<name>` for an API key); `force=true` takes over conflicting fields, else the
+ * cluster's 409 conflict passes through.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1135,6 +1138,35 @@ export const replaceSubresource = <ThrowOnError extends boolean = false>(options
         }
     ],
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Applies one or many documents by server-side apply, as kubectl apply --server-side does: Namespaces and CustomResourceDefinitions first (a kind whose CRD is applied in the same request is usable once the cluster serves it), each document authorized as create (absent) or patch (present).
+ *
+ * Applies one or many documents by server-side apply, as `kubectl apply --server-side` does: Namespaces and
+ * CustomResourceDefinitions first (a kind whose CRD is applied in the same request is usable once the cluster
+ * serves it), each document authorized as `create` (absent) or `patch` (present). One result per document, in
+ * the documents' order, with a unified diff of the object before and after; a document that fails does not
+ * stop the others. A Secret's `data` and `stringData` values never appear (`***`).
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const applyResources = <ThrowOnError extends boolean = false>(options: Options<ApplyResourcesData, ThrowOnError>) => (options.client ?? client).post<ApplyResourcesResponses, ApplyResourcesErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/apply',
     ...options,
     headers: {
         'Content-Type': 'application/json',

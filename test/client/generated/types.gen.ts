@@ -609,6 +609,58 @@ export type ApiResourceSchemaDto = {
     kind: string;
 };
 
+export type ApplyConflictDto = {
+    /**
+     * The manager that owns the field, as the cluster names it (`kubectl`, `cas:alice`).
+     */
+    manager: string;
+    /**
+     * The field, as the cluster names it (`.data.greeting`).
+     */
+    field: string;
+    /**
+     * The cluster's message for this conflict.
+     */
+    message: string;
+};
+
+export type ApplyResultDto = {
+    apiVersion: string | null;
+    kind: string | null;
+    /**
+     * null for cluster-scoped objects (and documents too broken to say).
+     */
+    namespace: string | null;
+    name: string | null;
+    /**
+     * `created`, `configured` (its content or its field owners changed), `unchanged`, `conflict` (another manager
+     * owns fields it sets: see `conflicts`, or apply again with `force=true`), `error` (see `status`).
+     */
+    action: 'created' | 'configured' | 'unchanged' | 'conflict' | 'error';
+    /**
+     * A unified diff of the object before and after as YAML ('' when equal), without `managedFields`,
+     * `resourceVersion`, `generation`, `uid` and `creationTimestamp`; a Secret's values are `***`.
+     */
+    diff: string;
+    /**
+     * With `conflict`: the fields and the managers that own them.
+     */
+    conflicts: Array<ApplyConflictDto>;
+    /**
+     * A Kubernetes `Status`: `kind`, `apiVersion`, `status`, `message`, `reason`, `details`, `code`
+     */
+    status: {
+        [key: string]: unknown;
+    } | null;
+};
+
+export type ApplyResponseDto = {
+    /**
+     * One result per document, in the documents' order.
+     */
+    results: Array<ApplyResultDto>;
+};
+
 export type PrometheusResponseDto = {
     status: 'success' | 'error';
     /**
@@ -3365,7 +3417,7 @@ export type GetResourceResponse = GetResourceResponses[keyof GetResourceResponse
 
 export type PatchResourceData = {
     /**
-     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`) with the matching `patchType`.
+     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations); `apply`, a server-side apply (the object as you want it, YAML or JSON). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`, `application/apply-patch+yaml`) with the matching `patchType`.
      */
     body: {
         [key: string]: unknown;
@@ -3396,11 +3448,17 @@ export type PatchResourceData = {
          */
         dryRun?: 'All';
         /**
-         * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
-         * Absent: the request's Content-Type decides (`application/merge-patch+json`, `application/json-patch+json`,
-         * `application/strategic-merge-patch+json`; plain `application/json` is a strategic merge patch).
+         * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902);
+         * `apply`: server-side apply (the body, YAML or JSON, is the object as you want it; `fieldManager` defaults to
+         * `cas:<username>`, `cas:key:<name>` for API keys). Absent: the request's Content-Type decides
+         * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`,
+         * `application/apply-patch+yaml`; plain `application/json` is a strategic merge patch).
          */
-        patchType?: 'strategic' | 'merge' | 'json';
+        patchType?: 'strategic' | 'merge' | 'json' | 'apply';
+        /**
+         * Server-side apply only: `true` takes over the fields another manager owns instead of answering the cluster's 409 conflict.
+         */
+        force?: boolean;
         /**
          * Name of the actor making the change, recorded in managedFields.
          */
@@ -3471,6 +3529,10 @@ export type PatchResourceResponses = {
      * The patched object
      */
     200: KubernetesObject;
+    /**
+     * Server-side apply (`apply`) created the object
+     */
+    201: KubernetesObject;
 };
 
 export type PatchResourceResponse = PatchResourceResponses[keyof PatchResourceResponses];
@@ -3916,7 +3978,7 @@ export type GetSubresourceResponse = GetSubresourceResponses[keyof GetSubresourc
 
 export type PatchSubresourceData = {
     /**
-     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`) with the matching `patchType`.
+     * The patch. `patchType` chooses its kind: absent, a strategic merge patch (an object); `merge`, a JSON merge patch (an object); `json`, a JSON patch (an array of operations); `apply`, a server-side apply (the object as you want it, YAML or JSON). Send it as `application/json` or as the content type of its kind (`application/strategic-merge-patch+json`, `application/merge-patch+json`, `application/json-patch+json`, `application/apply-patch+yaml`) with the matching `patchType`.
      */
     body: {
         [key: string]: unknown;
@@ -3951,11 +4013,17 @@ export type PatchSubresourceData = {
          */
         dryRun?: 'All';
         /**
-         * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902).
-         * Absent: the request's Content-Type decides (`application/merge-patch+json`, `application/json-patch+json`,
-         * `application/strategic-merge-patch+json`; plain `application/json` is a strategic merge patch).
+         * `strategic`: strategic merge patch; `merge`: JSON merge patch (RFC 7386); `json`: JSON patch (RFC 6902);
+         * `apply`: server-side apply (the body, YAML or JSON, is the object as you want it; `fieldManager` defaults to
+         * `cas:<username>`, `cas:key:<name>` for API keys). Absent: the request's Content-Type decides
+         * (`application/merge-patch+json`, `application/json-patch+json`, `application/strategic-merge-patch+json`,
+         * `application/apply-patch+yaml`; plain `application/json` is a strategic merge patch).
          */
-        patchType?: 'strategic' | 'merge' | 'json';
+        patchType?: 'strategic' | 'merge' | 'json' | 'apply';
+        /**
+         * Server-side apply only: `true` takes over the fields another manager owns instead of answering the cluster's 409 conflict.
+         */
+        force?: boolean;
         /**
          * Name of the actor making the change, recorded in managedFields.
          */
@@ -4137,6 +4205,112 @@ export type ReplaceSubresourceResponses = {
 };
 
 export type ReplaceSubresourceResponse = ReplaceSubresourceResponses[keyof ReplaceSubresourceResponses];
+
+export type ApplyResourcesData = {
+    /**
+     * At most 500 documents and 10 MiB: a YAML stream (`---` between documents) as `application/yaml`, or JSON as `application/json`: one object, an array of objects, or a `List` (its `items` are applied).
+     */
+    body: string | {
+        apiVersion?: string;
+        kind?: string;
+        metadata?: {
+            name?: string;
+            [key: string]: unknown;
+        };
+        items?: Array<{
+            [key: string]: unknown;
+        }>;
+        [key: string]: unknown;
+    } | Array<{
+        apiVersion?: string;
+        kind?: string;
+        metadata?: {
+            name?: string;
+            [key: string]: unknown;
+        };
+        items?: Array<{
+            [key: string]: unknown;
+        }>;
+        [key: string]: unknown;
+    }>;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path?: never;
+    query?: {
+        /**
+         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`.
+         */
+        namespace?: string;
+        /**
+         * `All`: the cluster validates and answers each document without storing anything; the diffs show what would change.
+         */
+        dryRun?: 'All';
+        /**
+         * `true`: take over the fields another manager owns instead of reporting the cluster's conflict (action `conflict`).
+         */
+        force?: boolean;
+        /**
+         * Who the applied fields belong to in `managedFields`; default `cas:<username>` (`cas:key:<name>` for an API key).
+         */
+        fieldManager?: string;
+    };
+    url: '/api/v1/apply';
+};
+
+export type ApplyResourcesErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ApplyResourcesError = ApplyResourcesErrors[keyof ApplyResourcesErrors];
+
+export type ApplyResourcesResponses = {
+    200: ApplyResponseDto;
+};
+
+export type ApplyResourcesResponse = ApplyResourcesResponses[keyof ApplyResourcesResponses];
 
 export type QueryMetricsData = {
     body?: never;
