@@ -3,6 +3,7 @@ import { AuthModule } from '../auth/auth.module.js';
 import { ClustersModule } from '../clusters/clusters.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
 import { WatchModule } from '../watch/watch.module.js';
+import { ListsModule } from '../lists/lists.module.js';
 import { ApiResourcesController } from './api-resources.controller.js';
 import { ApiResourcesService } from './api-resources.service.js';
 import { ResourceDiscovery } from './discovery.js';
@@ -14,7 +15,7 @@ import { SubresourcesController } from './subresources.controller.js';
 import { SubresourcesService } from './subresources.service.js';
 
 @Module({
-  imports: [ClustersModule, AuthModule, WatchModule, StreamsModule],
+  imports: [ClustersModule, AuthModule, WatchModule, StreamsModule, ListsModule],
   controllers: [ResourcesController, LogsController, ApiResourcesController, SubresourcesController],
   providers: [ResourcesService, ResourceDiscovery, PodLogsService, ApiResourcesService, SubresourcesService],
   // can-i (access/) resolves types and scopes exactly as the routes do.
