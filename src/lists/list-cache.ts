@@ -52,6 +52,9 @@ const CATCH_UP_MS = 5_000;
 /** A query is answered without a probe when the cache heard from its watch (or confirmed itself) this recently. */
 const FRESH_MS = 1_000;
 
+const asHttp = (error: unknown): HttpException =>
+  error instanceof HttpException ? error : new ServiceUnavailableException(String((error as Error)?.message ?? error));
+
 const key = (namespace: string, name: string) => (namespace ? `${namespace}/${name}` : name);
 
 function valueAt(object: Record<string, any>, path: string): SortValue {
@@ -118,6 +121,8 @@ export class ListCache {
   private endedFlag = false;
   private failure?: HttpException;
   private failures = 0;
+  /** Bumped by every (re)list: a list or watch of an older one that is still under way is dropped. */
+  private epoch = 0;
   private res?: ClusterResponse;
   private retryTimer?: NodeJS.Timeout;
   private waiters: Array<() => void> = [];
@@ -128,7 +133,11 @@ export class ListCache {
   readonly started: Promise<void>;
 
   constructor(readonly options: CacheOptions) {
-    this.started = this.relist();
+    this.started = this.relist().catch((error: unknown) => {
+      const failure = asHttp(error);
+      this.end(failure);
+      throw failure;
+    });
     this.started.catch(() => undefined);
   }
 
@@ -298,46 +307,61 @@ export class ListCache {
     this.res = undefined;
     res?.destroy();
     clearTimeout(this.retryTimer);
-    this.relist().catch(() => undefined);
+    this.relist().catch((error: unknown) => this.recover(error));
+  }
+
+  /**
+   * After a broken watch (the connection failed, the apiserver restarted): list again, with back-off.
+   * Events may have been missed, so nothing is served until a fresh list is in. After MAX_FAILURES the
+   * cache ends: its queries get the failure (502 naming the cluster), the next one starts a new cache.
+   */
+  private recover(error: unknown): void {
+    if (this.endedFlag) return;
+    this.live = false;
+    this.failures++;
+    if (this.failures > MAX_FAILURES) {
+      this.end(asHttp(error));
+      return;
+    }
+    const delay = Math.min(250 * 2 ** (this.failures - 1), 4000);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.relist().catch((e: unknown) => this.recover(e)), delay);
+    this.retryTimer.unref();
   }
 
   /** Lists the whole collection page by page (one snapshot), swaps it in whole, then watches from its version. */
   private async relist(): Promise<void> {
     this.live = false;
-    try {
-      const { cluster, path } = this.options;
-      const fresh = new Map<string, Entry>();
-      let token: string | undefined;
-      let rv = '';
-      do {
-        const query = new URLSearchParams({ limit: String(LIST_PAGE) });
-        if (token) query.set('continue', token);
-        const res = await cluster.send({ method: 'GET', path, query });
-        const body = await cluster.read(res, LIST_PAGE_BYTES);
-        if (this.endedFlag) return;
-        if (res.statusCode !== 200) throw this.refused(res.statusCode, body);
-        const list = cluster.parse(body, `GET ${path}`);
-        rv = String(list?.metadata?.resourceVersion ?? '');
-        for (const item of (list?.items ?? []) as Array<Record<string, any>>) {
-          const entry = this.toEntry(item);
-          fresh.set(key(entry.namespace, entry.name), entry);
-        }
-        token = list?.metadata?.continue || undefined;
-      } while (token);
-      const before = this.entries.size;
-      this.entries = fresh;
-      this.indexes = [];
-      this.rv = rv;
-      this.version++;
-      this.options.onSize(this, fresh.size - before);
-      this.failure = undefined;
-      await this.watch();
-    } catch (error) {
-      if (this.endedFlag) return;
-      const failure = error instanceof HttpException ? error : new ServiceUnavailableException(String(error));
-      this.end(failure);
-      throw failure;
-    }
+    const epoch = ++this.epoch;
+    const listedAt = Date.now();
+    const { cluster, path } = this.options;
+    const fresh = new Map<string, Entry>();
+    let token: string | undefined;
+    let rv = '';
+    do {
+      const query = new URLSearchParams({ limit: String(LIST_PAGE) });
+      if (token) query.set('continue', token);
+      const res = await cluster.send({ method: 'GET', path, query });
+      const body = await cluster.read(res, LIST_PAGE_BYTES);
+      if (this.endedFlag || epoch !== this.epoch) return;
+      if (res.statusCode !== 200) throw this.refused(res.statusCode, body);
+      const list = cluster.parse(body, `GET ${path}`);
+      rv = String(list?.metadata?.resourceVersion ?? '');
+      for (const item of (list?.items ?? []) as Array<Record<string, any>>) {
+        const entry = this.toEntry(item);
+        fresh.set(key(entry.namespace, entry.name), entry);
+      }
+      token = list?.metadata?.continue || undefined;
+    } while (token);
+    const before = this.entries.size;
+    this.entries = fresh;
+    this.indexes = [];
+    this.rv = rv;
+    this.version++;
+    this.options.onSize(this, fresh.size - before);
+    this.failure = undefined;
+    this.heardAt = listedAt; // the list is the cluster as it was when it began
+    await this.watch(epoch);
   }
 
   private refused(statusCode: number, body: Buffer): HttpException {
@@ -348,11 +372,14 @@ export class ListCache {
     } catch {
       /* not a Status */
     }
-    return new HttpException(message, statusCode === 403 || statusCode === 401 ? 502 : statusCode >= 500 ? 502 : statusCode);
+    return new HttpException(
+      message,
+      statusCode === 403 || statusCode === 401 ? 502 : statusCode >= 500 ? 502 : statusCode,
+    );
   }
 
   /** Opens the watch from the cache's version; the cache is live once the cluster accepts it. */
-  private async watch(): Promise<void> {
+  private async watch(epoch = this.epoch): Promise<void> {
     const { cluster, path, upstreamTimeoutSeconds } = this.options;
     const timeoutSeconds = upstreamTimeoutSeconds + Math.floor((Math.random() * upstreamTimeoutSeconds) / 4);
     const query = new URLSearchParams({
@@ -362,7 +389,7 @@ export class ListCache {
       timeoutSeconds: String(timeoutSeconds),
     });
     const res = await cluster.send({ method: 'GET', path, query, bodyTimeoutMs: (timeoutSeconds + 60) * 1000 });
-    if (this.endedFlag) {
+    if (this.endedFlag || epoch !== this.epoch) {
       res.destroy();
       return;
     }
@@ -370,11 +397,11 @@ export class ListCache {
       res.destroy();
       return this.relist();
     }
-    if (res.statusCode !== 200) throw this.refused(res.statusCode, await cluster.read(res).catch(() => Buffer.alloc(0)));
+    if (res.statusCode !== 200)
+      throw this.refused(res.statusCode, await cluster.read(res).catch(() => Buffer.alloc(0)));
     this.res = res;
     this.failures = 0;
     this.live = true;
-    this.heardAt = Date.now();
     this.wake();
     const splitter = new LineSplitter();
     res.on('data', (chunk: Buffer) => {
@@ -392,8 +419,9 @@ export class ListCache {
       this.res = undefined;
       this.live = false;
       if (this.endedFlag) return;
-      if (error) this.logger.debug(`${this.describe()}: watch broke: ${error.message}`);
-      this.resume(!!error);
+      if (!error) return this.resume();
+      this.logger.debug(`${this.describe()}: watch broke: ${error.message}`);
+      this.recover(error);
     };
     res.on('end', () => {
       complete = true;
@@ -419,21 +447,9 @@ export class ListCache {
     this.wake();
   }
 
-  /** Watch again from the cache's version: at once after the cluster's time-out, with back-off after failures. */
-  private resume(failed: boolean): void {
-    this.failures = failed ? this.failures + 1 : 0;
-    const delay = this.failures === 0 ? 0 : Math.min(250 * 2 ** (this.failures - 1), 4000);
-    this.retryTimer = setTimeout(() => {
-      this.watch().catch((error: unknown) => {
-        if (this.endedFlag) return;
-        if (this.failures + 1 > MAX_FAILURES) {
-          this.end(error instanceof HttpException ? error : new ServiceUnavailableException(String(error)));
-          return;
-        }
-        this.resume(true);
-      });
-    }, delay);
-    this.retryTimer.unref();
+  /** The cluster ended the watch (its time-out): watch again from the cache's version at once; nothing was missed. */
+  private resume(): void {
+    this.watch().catch((error: unknown) => this.recover(error));
   }
 
   private toEntry(object: Record<string, any>): Entry {

@@ -1,4 +1,11 @@
-import { HttpException, Inject, Injectable, Logger, type OnModuleDestroy, ServiceUnavailableException } from '@nestjs/common';
+import {
+  HttpException,
+  Inject,
+  Injectable,
+  Logger,
+  type OnModuleDestroy,
+  ServiceUnavailableException,
+} from '@nestjs/common';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
@@ -79,7 +86,9 @@ export class ListCaches implements OnModuleDestroy {
     const others = [...this.caches.values()].filter((c) => c !== cache).sort((a, b) => a.usedAt - b.usedAt);
     for (const other of others) {
       if (this.objects <= max) return;
-      this.logger.log(`dropping the list cache of ${other.options.resourceId} on ${other.clusterName}: over ${max} objects`);
+      this.logger.log(
+        `dropping the list cache of ${other.options.resourceId} on ${other.clusterName}: over ${max} objects`,
+      );
       other.end();
     }
     if (this.objects > max) {
@@ -104,9 +113,9 @@ export class ListCaches implements OnModuleDestroy {
       }
       let current = byCluster.get(conn.clusterName);
       if (!current) {
-        current = this.gateway.connection(conn.clusterName).catch((error: unknown) =>
-          error instanceof HttpException ? error.message : 'the cluster cannot be used',
-        );
+        current = this.gateway
+          .connection(conn.clusterName)
+          .catch((error: unknown) => (error instanceof HttpException ? error.message : 'the cluster cannot be used'));
         byCluster.set(conn.clusterName, current);
       }
       const now2 = await current;

@@ -44,7 +44,14 @@ export interface PageResult {
 
 const DEFAULT_SIZE = 50;
 /** Query parameters of the pass-through list that mean nothing to a page from the cache. */
-const PASS_THROUGH_ONLY = ['limit', 'continue', 'resourceVersion', 'resourceVersionMatch', 'timeoutSeconds', 'allowWatchBookmarks'] as const;
+const PASS_THROUGH_ONLY = [
+  'limit',
+  'continue',
+  'resourceVersion',
+  'resourceVersionMatch',
+  'timeoutSeconds',
+  'allowWatchBookmarks',
+] as const;
 /** How often a paged watch looks at its cache, and the least time between two CHANGED notices. */
 const NOTICE_TICK_MS = 100;
 const NOTICE_MIN_MS = 1_000;
@@ -67,7 +74,8 @@ export class ListsService {
   parse(q: ListResourcesQueryDto, type: ResourceType): PageQuery {
     const problems: string[] = [];
     for (const name of PASS_THROUGH_ONLY) {
-      if (q[name] !== undefined) problems.push(`${name} cannot be used with a paged query (page, size, sortBy, sortOrder, search)`);
+      if (q[name] !== undefined)
+        problems.push(`${name} cannot be used with a paged query (page, size, sortBy, sortOrder, search)`);
     }
     let labels: LabelSelector | undefined;
     let fields: FieldTerm[] = [];
@@ -142,7 +150,11 @@ export class ListsService {
       if (stream.closed) return clearInterval(tick);
       if (cache.ended) {
         clearInterval(tick);
-        return stream.end(502, 'ServiceUnavailable', `the list cache of ${resourceIdOf(target.type)} on ${cluster.target} ended`);
+        return stream.end(
+          502,
+          'ServiceUnavailable',
+          `the list cache of ${resourceIdOf(target.type)} on ${cluster.target} ended`,
+        );
       }
       if (cache.version === seen || Date.now() - sentAt < NOTICE_MIN_MS) return;
       seen = cache.version;
@@ -161,7 +173,10 @@ export class ListsService {
   }
 
   /** The cache to answer from, caught up, and the namespaces the caller may see in it (null: all). */
-  private async prepare(caller: Caller, target: PageTarget): Promise<{ cache: ListCache; allowed: Set<string> | null }> {
+  private async prepare(
+    caller: Caller,
+    target: PageTarget,
+  ): Promise<{ cache: ListCache; allowed: Set<string> | null }> {
     const cache = this.caches.cacheFor(target.cluster.conn, target.type);
     const mark = this.marks.take(target.cluster.name, resourceIdOf(target.type));
     await cache.fresh(mark.rv, mark.recount);
@@ -177,7 +192,12 @@ export class ListsService {
   async allowedNamespaces(caller: Caller, target: PageTarget, cache: ListCache): Promise<Set<string> | null> {
     const { cluster, type, namespace } = target;
     const id = resourceIdOf(type);
-    const question = (ns: string | undefined) => ({ verb: 'list', group: type.group, resource: type.plural, namespace: ns });
+    const question = (ns: string | undefined) => ({
+      verb: 'list',
+      group: type.group,
+      resource: type.plural,
+      namespace: ns,
+    });
     if (namespace !== null) {
       this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace });
       const refused = await this.review.check(cluster, question(namespace));
@@ -186,14 +206,19 @@ export class ListsService {
     }
     let byRules: Set<string> | null = null;
     if (!this.authorizer.can(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null }).allowed) {
-      if (!type.namespaced) this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null });
+      if (!type.namespaced)
+        this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null });
       byRules = new Set(
         (caller.rules ?? [])
-          .filter((r) => coversName(r.clusters, cluster.name) && coversVerb(r.verbs, 'list') && coversResource(r.resources, id))
+          .filter(
+            (r) =>
+              coversName(r.clusters, cluster.name) && coversVerb(r.verbs, 'list') && coversResource(r.resources, id),
+          )
           .flatMap((r) => r.namespaces)
           .filter((ns) => ns !== ANY),
       );
-      if (byRules.size === 0) this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null });
+      if (byRules.size === 0)
+        this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null });
     }
     if (!cluster.identity) return byRules;
     if (byRules === null && !(await this.review.check(cluster, question(undefined)))) return null;

@@ -185,7 +185,11 @@ export class ResourcesController {
   ): Promise<FastifyReply> {
     if (PAGE_PARAMS.some((name) => query[name] !== undefined)) {
       if (query.watch === true) refuseHead(request);
-      const answer = await this.resources.pagedList(caller, target, query, { request, reply, format: watchFormat(request) });
+      const answer = await this.resources.pagedList(caller, target, query, {
+        request,
+        reply,
+        format: watchFormat(request),
+      });
       return answer ? sendAnswer(reply, answer) : reply;
     }
     if (query.watch === true) {

@@ -307,7 +307,10 @@ export class ResourcesService {
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
-    return this.noted(r, await r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) }));
+    return this.noted(
+      r,
+      await r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) }),
+    );
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -320,7 +323,10 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.noted(r, await r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) }));
+    return this.noted(
+      r,
+      await r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) }),
+    );
   }
 
   /** `contentType`: the request's Content-Type, which names the patch kind when `patchType` does not. */
@@ -360,7 +366,8 @@ export class ResourcesService {
     });
     const res = await r.cluster.send({ method: 'DELETE', path: r.path, body: json(options) });
     if (q.wait === false || q.dryRun === 'All' || res.statusCode >= 300) {
-      if (res.statusCode < 300 && q.dryRun !== 'All') this.marks.note(r.cluster.name, resourceIdOf(r.type), undefined, true);
+      if (res.statusCode < 300 && q.dryRun !== 'All')
+        this.marks.note(r.cluster.name, resourceIdOf(r.type), undefined, true);
       return res;
     }
 

@@ -93,7 +93,9 @@ export class ListResourcesQueryDto {
   @IsOptional()
   @IsString()
   @MaxLength(256)
-  @Matches(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$/-]+)*$/, { message: 'sortBy must be a dotted field path such as metadata.name' })
+  @Matches(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$/-]+)*$/, {
+    message: 'sortBy must be a dotted field path such as metadata.name',
+  })
   sortBy?: string;
 
   /** Paged query: `asc` (default) or `desc`; ties are broken by namespace, then name. */
