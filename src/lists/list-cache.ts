@@ -337,7 +337,7 @@ export class ListCache {
     const { cluster, path } = this.options;
     const fresh = new Map<string, Entry>();
     let token: string | undefined;
-    let rv = '';
+    let rv: string;
     do {
       const query = new URLSearchParams({ limit: String(LIST_PAGE) });
       if (token) query.set('continue', token);

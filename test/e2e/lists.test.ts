@@ -421,6 +421,56 @@ describe('lists for consoles: pages from the list cache against the real control
     }
   });
 
+  test('search: names across clusters and types, only what the caller may list', async () => {
+    const name = `findme-${pid}`;
+    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${NS1}/configmaps`, configmap(name, 0));
+    await kubeRequest(cp, 'POST', `/api/v1/namespaces/${NS2}/secrets`, { metadata: { name: `${name}-s` }, data: {} });
+    await sleep(1000);
+    const search = (token: string, query: Record<string, string>) =>
+      request(t.app, 'GET', '/api/v1/search', { token, query });
+    const res = await search(admin, {
+      q: name.toUpperCase(),
+      clusters: 'lists,relayed',
+      resources: 'configmaps,secrets,pods',
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(
+      res.body.items.map((i: any) => `${i.cluster} ${i.resource} ${i.namespace}/${i.name} ${i.kind} ${i.apiVersion}`),
+      [
+        `lists configmaps ${NS1}/${name} ConfigMap v1`,
+        `relayed configmaps ${NS1}/${name} ConfigMap v1`,
+        `lists secrets ${NS2}/${name}-s Secret v1`,
+        `relayed secrets ${NS2}/${name}-s Secret v1`,
+      ],
+    );
+    assert.equal(res.body.total, 4);
+    const one = await search(admin, { q: name, clusters: 'lists', size: '1' });
+    assert.deepEqual([one.body.total, one.body.items.length], [1, 1]); // secrets are not a default type
+    // A caller who may list configmaps in NS1 only on `lists`: the rest is left out, never a 403.
+    const role = {
+      name: `lists-search-${pid}`,
+      rules: [{ clusters: ['lists'], namespaces: [NS1, NS2], resources: ['configmaps'], verbs: ['list'] }],
+    };
+    assert.equal((await request(t.app, 'POST', '/api/v1/admin/roles', { token: admin, body: role })).status, 201);
+    const scoped = (await signedIn(t, role.name as never)).token;
+    const mine = await search(scoped, { q: name, resources: 'configmaps,secrets' });
+    assert.equal(mine.status, 200, mine.text);
+    assert.deepEqual(
+      mine.body.items.map((i: any) => `${i.cluster} ${i.resource} ${i.namespace}/${i.name}`),
+      [`lists configmaps ${NS1}/${name}`],
+    );
+    for (const query of [
+      {},
+      { q: '' },
+      { q: 'x', size: '0' },
+      { q: 'x', size: '501' },
+      { q: 'x', resources: 'a,,b' },
+    ]) {
+      const bad = await search(admin, query as Record<string, string>);
+      assert.equal(bad.status, 400, `${JSON.stringify(query)}: ${bad.text}`);
+    }
+  });
+
   test('after the cluster’s watch is broken: no page from a cache behind by more than 1 s; relisted after a 410', async () => {
     const path = '/api/v1/configmaps';
     const q = { labelSelector: MINE, sortBy: 'metadata.name', size: 500 };
