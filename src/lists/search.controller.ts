@@ -6,7 +6,7 @@ import { ApiErrors } from '../common/api-errors.js';
 import { SearchQueryDto, SearchResultDto } from './dto/search.dto.js';
 import { SearchService } from './search.service.js';
 
-@ApiTags('Resources')
+@ApiTags('Clusters')
 @Controller()
 export class SearchController {
   constructor(private readonly searchService: SearchService) {}

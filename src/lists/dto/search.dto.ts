@@ -61,6 +61,6 @@ export class SearchResultDto {
   @ApiProperty({ type: [SearchItemDto] })
   items: SearchItemDto[];
   /** Every match the caller may see. */
-  @ApiProperty({ example: 3 })
+  @ApiProperty({ type: 'integer', minimum: 0, example: 3 })
   total: number;
 }
