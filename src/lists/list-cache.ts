@@ -15,6 +15,16 @@ export interface Entry {
   readonly haystack: string;
   readonly json: string;
   readonly resourceVersion: string;
+  /** `metadata.creationTimestamp`: the most common sort key of a console, kept to sort without parsing. */
+  readonly created: string | null;
+}
+
+/** Sort keys read from an entry's kept facts; any other path is read from its JSON. */
+function keptValue(entry: Entry, path: string): SortValue | undefined {
+  if (path === 'metadata.name') return entry.name;
+  if (path === 'metadata.namespace') return entry.namespace || null;
+  if (path === 'metadata.creationTimestamp') return entry.created;
+  return undefined;
 }
 
 export type SortValue = string | number | boolean | null;
@@ -42,7 +52,7 @@ export interface CacheOptions {
   onEnd: (cache: ListCache) => void;
 }
 
-const LIST_PAGE = 500;
+const LIST_PAGE = 250;
 const LIST_PAGE_BYTES = 256 * 1024 * 1024;
 const MAX_INDEXES = 8;
 /** Consecutive failed reconnections before the cache gives up (its queries then get the last failure). */
@@ -113,6 +123,7 @@ function positionOf(index: SortIndex, entry: Entry, value: SortValue): number {
 export class ListCache {
   private readonly logger = new Logger(ListCache.name);
   private entries = new Map<string, Entry>();
+  private readonly namespaceNames = new Map<string, string>();
   private indexes: SortIndex[] = [];
   /** The latest resourceVersion the cache holds everything up to (list, events, bookmarks). */
   private rv = '';
@@ -127,6 +138,7 @@ export class ListCache {
   private retryTimer?: NodeJS.Timeout;
   private waiters: Array<() => void> = [];
   private confirming?: Promise<void>;
+  private keeper?: NodeJS.Timeout;
   /** Bumped on every change: the `CHANGED` notices compare it. */
   version = 0;
   usedAt = Date.now();
@@ -173,13 +185,18 @@ export class ListCache {
   ordered(path: string, desc: boolean): readonly Entry[] {
     let index = this.indexes.find((i) => i.path === path && i.desc === desc);
     if (!index) {
-      const values = new Map<Entry, SortValue>();
-      for (const entry of this.entries.values()) {
-        values.set(entry, path === 'metadata.name' ? entry.name : valueAt(JSON.parse(entry.json), path));
+      // The other order of the same path has the values already.
+      let values = this.indexes.find((i) => i.path === path)?.values;
+      if (!values) {
+        values = new Map<Entry, SortValue>();
+        for (const entry of this.entries.values()) {
+          values.set(entry, keptValue(entry, path) ?? valueAt(JSON.parse(entry.json), path));
+        }
       }
       index = { path, desc, values, entries: [...this.entries.values()], usedAt: 0 };
       const built = index;
-      index.entries.sort((a, b) => compareIn(built, a, values.get(a)!, b, values.get(b)!));
+      const v = values;
+      index.entries.sort((a, b) => compareIn(built, a, v.get(a)!, b, v.get(b)!));
       this.indexes.push(index);
       if (this.indexes.length > MAX_INDEXES) {
         this.indexes.sort((a, b) => b.usedAt - a.usedAt);
@@ -202,10 +219,31 @@ export class ListCache {
     if (atLeast !== undefined) {
       if (!(await this.until(() => (revision(this.rv) ?? 0n) >= atLeast, deadline))) throw this.behind();
     }
-    if (recount || Date.now() - this.heardAt > FRESH_MS) {
+    if (recount) {
+      // A deletion through this replica: a probe made after it.
+      await this.confirm(deadline);
+      return;
+    }
+    const asked = Date.now();
+    while (this.heardAt < asked - FRESH_MS) {
       this.confirming ??= this.confirm(deadline).finally(() => (this.confirming = undefined));
       await this.confirming;
     }
+  }
+
+  /**
+   * While queries come, the cache confirms itself in the background whenever its watch has been silent
+   * for half a second, so that a query seldom waits for a probe.
+   */
+  private keepConfirmed(): void {
+    this.keeper ??= setInterval(() => {
+      const now = Date.now();
+      if (!this.live || this.confirming || now - this.usedAt > 5_000 || now - this.heardAt < FRESH_MS / 2) return;
+      this.confirming = this.confirm(now + CATCH_UP_MS)
+        .catch(() => undefined)
+        .finally(() => (this.confirming = undefined));
+    }, 100);
+    this.keeper.unref();
   }
 
   /** Ends the cache for good: no more watching; queries waiting for it are refused. */
@@ -215,6 +253,7 @@ export class ListCache {
     this.failure ??= reason;
     this.live = false;
     clearTimeout(this.retryTimer);
+    clearInterval(this.keeper);
     this.res?.destroy();
     this.options.onSize(this, -this.entries.size);
     this.entries = new Map();
@@ -227,9 +266,12 @@ export class ListCache {
    * The cache has been silent for more than a second: nothing changed, or its watch is stuck. A
    * `limit=1` list of the collection (a quorum read, cheap at any size) settles it: its version is no
    * older than any change made before it. If the cache already holds that version, it is current.
-   * Otherwise (the cluster's versions count every type) the watch gets a moment to deliver; then the
-   * count (`remainingItemCount` + 1) and the first object's version must agree with the cache; if
-   * they do not within the catch-up time, the watch is restarted with a fresh list.
+   * Otherwise (the cluster's versions count every type, so this one's seldom reaches it) the count
+   * (`remainingItemCount` + 1) and the first object's version must agree with the cache: a create or
+   * delete the watch has not delivered shows at once. If they do not agree within the catch-up time,
+   * the watch is restarted with a fresh list. What this cannot see is a modification of another object
+   * on a watch connection that is silently stuck; the cluster's own time-out (CAS_WATCH_UPSTREAM_TIMEOUT_SECONDS)
+   * and the body time-out bound that.
    */
   private async confirm(deadline: number): Promise<void> {
     const asked = Date.now();
@@ -241,8 +283,7 @@ export class ListCache {
       if (!probe.first) return true;
       return this.entries.get(key(probe.first.namespace, probe.first.name))?.resourceVersion === probe.first.rv;
     };
-    const soon = Math.min(deadline, Date.now() + 200);
-    if ((await this.until(() => (revision(this.rv) ?? 0n) >= target, soon)) || (await this.until(agrees, deadline))) {
+    if (await this.until(agrees, deadline)) {
       this.heardAt = Math.max(this.heardAt, asked);
       return;
     }
@@ -402,6 +443,7 @@ export class ListCache {
     this.res = res;
     this.failures = 0;
     this.live = true;
+    this.keepConfirmed();
     this.wake();
     const splitter = new LineSplitter();
     res.on('data', (chunk: Buffer) => {
@@ -454,7 +496,7 @@ export class ListCache {
 
   private toEntry(object: Record<string, any>): Entry {
     const metadata = object.metadata ?? {};
-    const namespace: string = metadata.namespace ?? '';
+    const namespace = this.intern(metadata.namespace ?? '');
     const name: string = metadata.name ?? '';
     const labels: Record<string, string> | undefined = metadata.labels;
     let haystack = `${name.toLowerCase()}\0${namespace.toLowerCase()}`;
@@ -472,7 +514,18 @@ export class ListCache {
       haystack,
       json,
       resourceVersion: String(metadata.resourceVersion ?? ''),
+      created: typeof metadata.creationTimestamp === 'string' ? metadata.creationTimestamp : null,
     };
+  }
+
+  /** One string per namespace name, however many objects it holds. */
+  private intern(namespace: string): string {
+    let kept = this.namespaceNames.get(namespace);
+    if (kept === undefined) {
+      kept = namespace;
+      if (this.namespaceNames.size < 100_000) this.namespaceNames.set(namespace, kept);
+    }
+    return kept;
   }
 
   private put(entry: Entry, object: Record<string, any>): void {
@@ -482,9 +535,10 @@ export class ListCache {
     else this.options.onSize(this, 1);
     this.entries.set(k, entry);
     for (const index of this.indexes) {
-      const value = index.path === 'metadata.name' ? entry.name : valueAt(object, index.path);
-      index.entries.splice(positionOf(index, entry, value), 0, entry);
+      // Both orders of a path share their values: the value is set once, the entry placed in each.
+      const value = index.values.get(entry) ?? keptValue(entry, index.path) ?? valueAt(object, index.path);
       index.values.set(entry, value);
+      index.entries.splice(positionOf(index, entry, value), 0, entry);
     }
     this.version++;
   }
@@ -504,8 +558,8 @@ export class ListCache {
       if (value === undefined) continue;
       const at = positionOf(index, entry, value);
       if (index.entries[at] === entry) index.entries.splice(at, 1);
-      index.values.delete(entry);
     }
+    for (const index of this.indexes) index.values.delete(entry);
   }
 
   private describe(): string {
