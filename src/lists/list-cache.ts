@@ -55,12 +55,27 @@ export interface CacheOptions {
 const LIST_PAGE = 250;
 const LIST_PAGE_BYTES = 256 * 1024 * 1024;
 const MAX_INDEXES = 8;
+const MAX_MEMOS = 16;
 /** Consecutive failed reconnections before the cache gives up (its queries then get the last failure). */
 const MAX_FAILURES = 5;
 /** How long a query waits for a cache that is (re)listing or reconnecting before it is refused. */
 const CATCH_UP_MS = 5_000;
 /** A query is answered without a probe when the cache heard from its watch (or confirmed itself) this recently. */
 const FRESH_MS = 1_000;
+
+/**
+ * A string of its own. JSON.parse hands out strings of 13 characters or more as slices of the text it
+ * parsed: keeping one (a name, a timestamp, a label value) would keep that whole page of the list alive,
+ * and searching a string built of slices is several times slower.
+ */
+function own(value: string): string {
+  return value.length < 13 ? value : Buffer.from(value, 'utf8').toString('utf8');
+}
+
+function ownValues(values: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (values) for (const k of Object.keys(values)) values[k] = own(values[k]);
+  return values;
+}
 
 const asHttp = (error: unknown): HttpException =>
   error instanceof HttpException ? error : new ServiceUnavailableException(String((error as Error)?.message ?? error));
@@ -139,7 +154,9 @@ export class ListCache {
   private waiters: Array<() => void> = [];
   private confirming?: Promise<void>;
   private keeper?: NodeJS.Timeout;
-  /** Bumped on every change: the `CHANGED` notices compare it. */
+  private readonly memos = new Map<string, Entry[]>();
+  private memoVersion = -1;
+  /** Bumped on every change: the `CHANGED` notices and the memo compare it. */
   version = 0;
   usedAt = Date.now();
   readonly started: Promise<void>;
@@ -178,6 +195,24 @@ export class ListCache {
   namespaces(): Set<string> {
     const found = new Set<string>();
     for (const entry of this.entries.values()) found.add(entry.namespace);
+    return found;
+  }
+
+  /**
+   * The matches of a query, computed once per version of the cache: a few recent queries are kept
+   * (references to entries, 8 bytes each), and any change to the cache drops them all.
+   */
+  memo(key: string, compute: () => Entry[]): Entry[] {
+    if (this.memoVersion !== this.version) {
+      this.memos.clear();
+      this.memoVersion = this.version;
+    }
+    let found = this.memos.get(key);
+    if (!found) {
+      found = compute();
+      if (this.memos.size >= MAX_MEMOS) this.memos.delete(this.memos.keys().next().value!);
+      this.memos.set(key, found);
+    }
     return found;
   }
 
@@ -497,10 +532,16 @@ export class ListCache {
   private toEntry(object: Record<string, any>): Entry {
     const metadata = object.metadata ?? {};
     const namespace = this.intern(metadata.namespace ?? '');
-    const name: string = metadata.name ?? '';
-    const labels: Record<string, string> | undefined = metadata.labels;
+    const name = own(metadata.name ?? '');
+    let labels: Record<string, string> | undefined;
     let haystack = `${name.toLowerCase()}\0${namespace.toLowerCase()}`;
-    if (labels) for (const value of Object.values(labels)) haystack += `\0${String(value).toLowerCase()}`;
+    if (metadata.labels && typeof metadata.labels === 'object') {
+      labels = {};
+      for (const [k, value] of Object.entries(metadata.labels)) {
+        labels[k] = own(String(value));
+        haystack += `\0${labels[k].toLowerCase()}`;
+      }
+    }
     const { apiVersion, kind } = this.options;
     // Items as the cluster's watch sends them: with apiVersion and kind (a list leaves them out).
     const json = JSON.stringify(
@@ -510,11 +551,11 @@ export class ListCache {
       namespace,
       name,
       labels,
-      fields: fieldValues(this.options.resourceId, object),
-      haystack,
+      fields: ownValues(fieldValues(this.options.resourceId, object)),
+      haystack: own(haystack),
       json,
-      resourceVersion: String(metadata.resourceVersion ?? ''),
-      created: typeof metadata.creationTimestamp === 'string' ? metadata.creationTimestamp : null,
+      resourceVersion: own(String(metadata.resourceVersion ?? '')),
+      created: typeof metadata.creationTimestamp === 'string' ? own(metadata.creationTimestamp) : null,
     };
   }
 
@@ -522,7 +563,7 @@ export class ListCache {
   private intern(namespace: string): string {
     let kept = this.namespaceNames.get(namespace);
     if (kept === undefined) {
-      kept = namespace;
+      kept = own(namespace);
       if (this.namespaceNames.size < 100_000) this.namespaceNames.set(namespace, kept);
     }
     return kept;

@@ -27,6 +27,8 @@ export interface PageTarget {
 
 /** One paged query, validated. */
 export interface PageQuery {
+  /** What decides the matches and their order (not the page): the key of the cache's memo. */
+  key: string;
   page: number;
   size: number;
   sortBy: string;
@@ -92,10 +94,12 @@ export class ListsService {
       problems.push(`fieldSelector: ${error.message}`);
     }
     if (problems.length) throw new BadRequestException(problems);
+    const sortBy = q.sortBy ?? 'metadata.name';
     return {
+      key: JSON.stringify([sortBy, q.sortOrder === 'desc', q.search?.toLowerCase(), q.labelSelector, q.fieldSelector]),
       page: q.page ?? 1,
       size: q.size ?? DEFAULT_SIZE,
-      sortBy: q.sortBy ?? 'metadata.name',
+      sortBy,
       desc: q.sortOrder === 'desc',
       search: q.search ? q.search.toLowerCase() : undefined,
       labels,
@@ -115,7 +119,7 @@ export class ListsService {
     caller: Caller,
     target: PageTarget,
     query: PageQuery,
-    client: { request: FastifyRequest; reply: FastifyReply; format: WatchFormat; secret: string },
+    client: NoticeClient,
     owner: StreamOwner,
   ): Promise<void> {
     const ticket = owner.admit(caller, 'watch');
@@ -237,26 +241,31 @@ export class ListsService {
     return allowed;
   }
 
-  /** Filters in the order asked, counting every match and keeping the page's. */
+  /**
+   * The page: every match in the order asked (kept by the cache until it changes, so the next page of
+   * the same query, or the same query of another caller with the same view, is a slice), then its slice.
+   */
   run(cache: ListCache, query: PageQuery, allowed: Set<string> | null): PageResult {
-    const ordered = cache.ordered(query.sortBy, query.desc);
     const start = (query.page - 1) * query.size;
     const end = start + query.size;
     const { search, labels, fields } = query;
-    const items: Entry[] = [];
-    let total = 0;
     if (allowed === null && !search && !labels && fields.length === 0) {
+      const ordered = cache.ordered(query.sortBy, query.desc);
       return { total: ordered.length, items: ordered.slice(start, end), resourceVersion: cache.resourceVersion };
     }
-    for (const entry of ordered) {
-      if (allowed !== null && !allowed.has(entry.namespace)) continue;
-      if (search !== undefined && !entry.haystack.includes(search)) continue;
-      if (labels && !matchesLabels(labels, entry.labels)) continue;
-      if (fields.length && !matchesFields(fields, entry)) continue;
-      if (total >= start && total < end) items.push(entry);
-      total++;
-    }
-    return { total, items, resourceVersion: cache.resourceVersion };
+    const view = allowed === null ? '*' : [...allowed].sort().join(',');
+    const matches = cache.memo(`${query.key}\0${view}`, () => {
+      const found: Entry[] = [];
+      for (const entry of cache.ordered(query.sortBy, query.desc)) {
+        if (allowed !== null && !allowed.has(entry.namespace)) continue;
+        if (search !== undefined && !entry.haystack.includes(search)) continue;
+        if (labels && !matchesLabels(labels, entry.labels)) continue;
+        if (fields.length && !matchesFields(fields, entry)) continue;
+        found.push(entry);
+      }
+      return found;
+    });
+    return { total: matches.length, items: matches.slice(start, end), resourceVersion: cache.resourceVersion };
   }
 
   envelope(type: ResourceType, query: PageQuery, result: PageResult): string {
@@ -268,6 +277,15 @@ export class ListsService {
     const tail = `,"total":${result.total},"page":${query.page},"size":${query.size}}`;
     return `${head.slice(0, -1)},"items":[${result.items.map((e) => e.json).join(',')}]${tail}`;
   }
+}
+
+/** Who a paged watch streams to, and for how long (`timeoutSeconds`; absent: until the client leaves). */
+export interface NoticeClient {
+  request: FastifyRequest;
+  reply: FastifyReply;
+  format: WatchFormat;
+  secret: string;
+  timeoutSeconds?: number;
 }
 
 const CONTENT_TYPES: Record<WatchFormat, string> = {
@@ -286,7 +304,7 @@ class NoticeStream implements OwnedStream {
   private readonly closers: Array<() => void> = [];
 
   constructor(
-    private readonly client: { request: FastifyRequest; reply: FastifyReply; format: WatchFormat; secret: string },
+    private readonly client: NoticeClient,
     private readonly ticket: StreamTicket,
     private readonly owner: StreamOwner,
     readonly caller: Caller,
@@ -316,6 +334,18 @@ class NoticeStream implements OwnedStream {
       if (typeof reply.raw.flushHeaders === 'function') reply.raw.flushHeaders();
     });
     void reply.send(this.body);
+    if (this.client.timeoutSeconds !== undefined) {
+      const timer = setTimeout(() => this.close(), this.client.timeoutSeconds * 1000);
+      timer.unref();
+      this.closers.push(() => clearTimeout(timer));
+    }
+  }
+
+  /** Ends the stream cleanly (its time-out). */
+  close(): void {
+    if (this.closedFlag) return;
+    this.body.push(null);
+    this.finish();
   }
 
   onClose(fn: () => void): void {

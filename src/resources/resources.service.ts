@@ -120,11 +120,13 @@ export class ResourcesService {
     client: StreamClient,
   ): Promise<ClusterAnswer | null> {
     const r = await this.resolve(caller, target, 'list', true);
-    const { watch, ...rest } = q;
-    const query = this.lists.parse(rest, r.type);
+    const { watch, timeoutSeconds, ...rest } = q;
+    // timeoutSeconds ends a paged watch, as it ends any watch; a page from the cache has no use for it.
+    const query = this.lists.parse(watch === true ? rest : { ...rest, timeoutSeconds }, r.type);
     const pageTarget = { cluster: r.cluster, type: r.type, namespace: r.namespace };
     if (watch === true) {
-      await this.lists.watch(caller, pageTarget, query, { ...client, secret: secretOf(client.request) }, this.owner);
+      const stream = { ...client, secret: secretOf(client.request), timeoutSeconds };
+      await this.lists.watch(caller, pageTarget, query, stream, this.owner);
       return null;
     }
     const body = await this.lists.page(caller, pageTarget, query);
