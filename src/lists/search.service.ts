@@ -67,9 +67,16 @@ export class SearchService {
             const allowed = await this.lists.allowedNamespaces(caller, target, cache);
             const id = resourceIdOf(r.type);
             const apiVersion = apiVersionOf(r.type);
-            for (const entry of cache.all()) {
-              const at = entry.haystack.indexOf(needle);
-              if (at === -1 || at + needle.length > entry.name.length) continue;
+            // Names matching, kept by the cache until it changes (many callers search the same words).
+            const named = cache.memo(`search\0${needle}`, () => {
+              const hits = [];
+              for (const entry of cache.all()) {
+                const at = entry.haystack.indexOf(needle);
+                if (at !== -1 && at + needle.length <= entry.name.length) hits.push(entry);
+              }
+              return hits;
+            });
+            for (const entry of named) {
               if (allowed !== null && !allowed.has(entry.namespace)) continue;
               found.push({
                 cluster,
