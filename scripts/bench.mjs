@@ -730,7 +730,170 @@ async function applyPart() {
   return { kubectlFirst, serviceFirst, kubectlAgain, serviceAgain };
 }
 
+/**
+ * Issue 32, lists for consoles: 20,000 ConfigMaps of ~1 KiB in 20 namespaces. A page of 50 from `_all`
+ * sorted by creationTimestamp descending with a search, at 8 connections, against what a console does
+ * today (a direct LIST of all 20,000, which it would then sort itself); the cache's RSS growth against
+ * the JSON size of what it holds; change → page and change → CHANGED latency; search over 3 clusters.
+ * `BENCH_PARTS=lists` runs it alone.
+ */
+async function listsPart() {
+  const COUNT = Number(process.env.BENCH_LIST_OBJECTS ?? 20_000);
+  const NAMESPACES = 20;
+  const prefix = `bench-lists-${process.pid}`;
+  const namespaces = Array.from({ length: NAMESPACES }, (_, i) => `${prefix}-${i}`);
+  for (const n of namespaces) await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: n } });
+  cleanups.push(() => Promise.all(namespaces.map((n) => kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${n}`))));
+  const created = Date.now();
+  const value = 'x'.repeat(900);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      for (let i = next++; i < COUNT; i = next++) {
+        const res = await kubeRequest(cp, 'POST', `/api/v1/namespaces/${namespaces[i % NAMESPACES]}/configmaps`, {
+          metadata: { name: `cm-${i}`, labels: { app: ['web', 'api', 'db', 'cache'][i % 4], shard: String(i % 10) } },
+          data: { value },
+        });
+        if (res.status !== 201) throw new Error(`create cm-${i}: ${res.status}`);
+      }
+    }),
+  );
+  console.log(`lists: ${COUNT} ConfigMaps created in ${((Date.now() - created) / 1000).toFixed(0)} s (16 in flight)`);
+
+  const service = await startService(
+    {
+      CAS_DATA_DIR: join(tmp, 'sqlite-lists'),
+      CAS_BOOTSTRAP_USERNAME: 'bench',
+      CAS_BOOTSTRAP_PASSWORD: 'bench-password-1',
+    },
+    'the service (lists)',
+  );
+  const { token } = await service.api('POST', '/api/v1/auth/login', {
+    body: { username: 'bench', password: 'bench-password-1' },
+  });
+  for (const name of ['lists-1', 'lists-2', 'lists-3']) {
+    await service.api('POST', '/api/v1/admin/clusters', {
+      token,
+      body: { name, config: kubeconfigFor(cp, { token: cp.adminToken }) },
+    });
+  }
+  const auth = { authorization: `Bearer ${token}`, 'x-cluster-name': 'lists-1' };
+  const pageQuery = 'page=1&size=50&sortBy=metadata.creationTimestamp&sortOrder=desc&search=cm-1';
+  const pagePath = `/api/v1/configmaps/_all?${pageQuery}`;
+
+  // The JSON size of what the cache holds: every object as a watch sends it (with apiVersion and kind).
+  const all = await kubeRequest(cp, 'GET', '/api/v1/configmaps', undefined, { timeoutMs: 120_000 });
+  let jsonBytes = 0;
+  for (const item of all.body.items) {
+    jsonBytes += Buffer.byteLength(JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', ...item }));
+  }
+  await service.api('GET', '/api/v1/configmaps/_all?page=1&size=1', { token, cluster: 'lists-2' }); // warm the code path
+  await new Promise((r) => setTimeout(r, 2000));
+  const rssBefore = await settledRss(service.child.pid);
+  const filled = Date.now();
+  const first = await service.api('GET', pagePath, { token, cluster: 'lists-1' });
+  const fillMs = Date.now() - filled;
+  await service.api('GET', pagePath.replace('sortOrder=desc', 'sortOrder=asc'), { token, cluster: 'lists-1' });
+  const rssAfter = await settledRss(service.child.pid);
+  console.log(
+    `lists: first page (list ${all.body.items.length} objects into the cache) ${fillMs} ms; total ${first.total}; ` +
+      `cache JSON ${mib(jsonBytes)}, RSS ${mib(rssBefore)} → ${mib(rssAfter)} (+${mib(rssAfter - rssBefore)})`,
+  );
+
+  const direct = { authorization: `Bearer ${cp.adminToken}`, accept: 'application/json' };
+  const page = row(
+    'page of 50, _all sorted by creationTimestamp desc + search, 8 conn',
+    await wrk(service.base + pagePath, { connections: 8, headers: auth }),
+  );
+  // Change → page: a label set straight on the cluster, then the page polled until it shows it.
+  const changeMs = [];
+  for (let i = 0; i < 200; i++) {
+    const ns = namespaces[i % NAMESPACES];
+    const at = Date.now();
+    await kubeRequest(
+      cp,
+      'PATCH',
+      `/api/v1/namespaces/${ns}/configmaps/cm-${i % NAMESPACES}`,
+      {
+        metadata: { labels: { mark: `m${i}` } },
+      },
+      { contentType: 'application/merge-patch+json' },
+    );
+    for (;;) {
+      const res = await service.api('GET', `/api/v1/configmaps/_all?page=1&size=1&labelSelector=mark%3Dm${i}`, {
+        token,
+        cluster: 'lists-1',
+      });
+      if (res.total === 1) break;
+      if (Date.now() - at > 10_000) break; // counted as 10 s
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    changeMs.push(Date.now() - at);
+  }
+  changeMs.sort((a, b) => a - b);
+  const changeP99 = changeMs[Math.floor(changeMs.length * 0.99) - 1];
+  console.log(
+    `lists: change → page over 200 changes: p50 ${changeMs[100]} ms, p99 ${changeP99} ms, max ${changeMs.at(-1)} ms`,
+  );
+
+  // Change → CHANGED notice.
+  const noticeMs = [];
+  const controller = new AbortController();
+  const res = await fetch(`${service.base}/api/v1/configmaps/_all?watch=true&page=1&labelSelector=notice%3Dyes`, {
+    headers: auth,
+    signal: controller.signal,
+  });
+  const reader = res.body.getReader();
+  let waiting;
+  void (async () => {
+    for (;;) {
+      const { done } = await reader.read().catch(() => ({ done: true }));
+      if (done) return;
+      waiting?.();
+    }
+  })();
+  for (let i = 0; i < 10; i++) {
+    await new Promise((r) => setTimeout(r, 1100));
+    const at = Date.now();
+    const seen = new Promise((resolve) => (waiting = resolve));
+    // The same object in and out of the query's result: each change alters the page.
+    await kubeRequest(
+      cp,
+      'PATCH',
+      `/api/v1/namespaces/${namespaces[0]}/configmaps/cm-0`,
+      {
+        metadata: { labels: { notice: i % 2 ? 'no' : 'yes' } },
+      },
+      { contentType: 'application/merge-patch+json' },
+    );
+    await seen;
+    noticeMs.push(Date.now() - at);
+  }
+  controller.abort();
+  console.log(`lists: change → CHANGED over 10 changes: max ${Math.max(...noticeMs)} ms (${noticeMs.join(', ')})`);
+
+  // Last: the direct LISTs load the apiserver for a while after (what it is still sending to wrk's closed
+  // connections); the latencies above are measured before it.
+  const directList = row(
+    `direct LIST of all ${COUNT} ConfigMaps, 8 conn (a console today)`,
+    await wrk(`${cp.server}/api/v1/configmaps`, { connections: 8, headers: direct, seconds: Math.max(SECONDS, 15) }),
+  );
+
+  // Search across 3 clusters × 6 types (the same apiserver registered three times: three sets of caches).
+  const types = 'configmaps,namespaces,pods,services,secrets,serviceaccounts';
+  const searchPath = `/api/v1/search?q=cm-1999&clusters=lists-1,lists-2,lists-3&resources=${types}&size=50`;
+  const warm = await service.api('GET', searchPath, { token });
+  const search = row(
+    `search across 3 clusters × 6 types (${warm.total} matches), 8 conn`,
+    await wrk(service.base + searchPath, { connections: 8, headers: { authorization: `Bearer ${token}` } }),
+  );
+  await service.stop();
+  return { page, directList, jsonBytes, rssBefore, rssAfter, changeP99, noticeMax: Math.max(...noticeMs), search };
+}
+
+
 const resources = PARTS.has('resources') ? await resourcesPart() : undefined;
+const lists = PARTS.has('lists') ? await listsPart() : undefined;
 const users = PARTS.has('users') ? await usersPart() : undefined;
 const applied = PARTS.has('apply') ? await applyPart() : undefined;
 
@@ -836,6 +999,24 @@ if (applied) {
     serviceAgain.ms <= 2 * kubectlAgain.ms,
     `${(serviceAgain.ms / kubectlAgain.ms).toFixed(2)}× (${Math.round(serviceAgain.ms)} ms against ${Math.round(kubectlAgain.ms)} ms)`,
   );
+}
+if (lists) {
+  const { page, directList, jsonBytes, rssBefore, rssAfter, changeP99, noticeMax, search } = lists;
+  goal('lists: page of 50 from _all (sort + search), 8 conn, p95 ≤ 15 ms', page.p95 <= 15, `${page.p95.toFixed(2)} ms`);
+  const ratio = page.rps / directList.rps;
+  goal(
+    'lists: ≥ 200× the throughput of a direct LIST of all 20,000',
+    ratio >= 200,
+    `${Math.round(page.rps)} vs ${directList.rps.toFixed(1)} req/s = ${Math.round(ratio)}×`,
+  );
+  goal(
+    'lists: cache RSS growth ≤ 2× the JSON size it holds',
+    rssAfter - rssBefore <= 2 * jsonBytes,
+    `+${mib(rssAfter - rssBefore)} for ${mib(jsonBytes)} (${((rssAfter - rssBefore) / jsonBytes).toFixed(2)}×)`,
+  );
+  goal('lists: change → next page within 1 s (p99 of 200)', changeP99 <= 1000, `${changeP99} ms`);
+  goal('lists: change → CHANGED within 1.5 s', noticeMax <= 1500, `max ${noticeMax} ms`);
+  goal('lists: search over 3 clusters × 6 types, 8 conn, p95 ≤ 30 ms', search.p95 <= 30, `${search.p95.toFixed(2)} ms`);
 }
 console.log('\nGoals (issue 11):');
 for (const v of verdicts) console.log('  ' + v);

@@ -23,6 +23,6 @@ import { SecretBox, secretBoxFromConfig } from './secret-box.js';
     ClustersService,
     ClustersBootstrapService,
   ],
-  exports: [ClusterGateway, ClusterAccessReview],
+  exports: [ClusterGateway, ClusterAccessReview, ClustersService],
 })
 export class ClustersModule {}

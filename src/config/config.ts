@@ -38,6 +38,8 @@ export interface AppConfig {
   limits: LimitsConfig;
   /** Watch streams (`?watch=true`): limits and timers. */
   watch: WatchConfig;
+  /** The list caches behind paged list queries (CONTRACT.md §13). */
+  listCache: { maxObjects: number; idleSeconds: number };
   audit: AuditConfig;
   metrics: MetricsConfig;
   /** API keys one user may own (CAS_API_KEYS_PER_USER); creating one more is a 409. */
@@ -604,6 +606,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
     tls,
     audit: auditFrom(env),
     watch: watchFrom(env),
+    listCache: {
+      maxObjects: integer(env, 'CAS_LIST_CACHE_MAX_OBJECTS', 200_000, 1, 100_000_000),
+      idleSeconds: integer(env, 'CAS_LIST_CACHE_IDLE_SECONDS', 600, 1, 86_400),
+    },
     limits: {
       maxJsonDepth: integer(env, 'CAS_MAX_JSON_DEPTH', 64, 2, 1000),
       requestTimeoutSeconds: integer(env, 'CAS_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),

@@ -29,6 +29,7 @@ import {
   GetResourceQueryDto,
   ListResourcesQueryDto,
   ObjectEventsQueryDto,
+  PAGE_PARAMS,
   PatchResourceQueryDto,
   WriteResourceQueryDto,
 } from './dto/resource-query.dto.js';
@@ -183,6 +184,15 @@ export class ResourcesController {
     @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
+    if (PAGE_PARAMS.some((name) => query[name] !== undefined)) {
+      if (query.watch === true) refuseHead(request);
+      const answer = await this.resources.pagedList(caller, target, query, {
+        request,
+        reply,
+        format: watchFormat(request),
+      });
+      return answer ? sendAnswer(reply, answer) : reply;
+    }
     if (query.watch === true) {
       refuseHead(request);
       const refusal = await this.resources.watchResources(caller, target, query, {

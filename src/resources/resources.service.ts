@@ -28,6 +28,9 @@ import {
   type WriteResourceQueryDto,
 } from './dto/resource-query.dto.js';
 import { WatchService } from '../watch/watch.service.js';
+import { ListsService } from '../lists/lists.service.js';
+import { WriteMarks } from '../lists/write-marks.js';
+import { StreamOwner } from '../streams/stream-owner.js';
 import type { WatchFormat } from '../watch/watch-stream.js';
 import {
   ALL_NAMESPACES,
@@ -102,7 +105,42 @@ export class ResourcesService {
     private readonly discovery: ResourceDiscovery,
     private readonly authorizer: Authorizer,
     private readonly watches: WatchService,
+    private readonly lists: ListsService,
+    private readonly marks: WriteMarks,
+    private readonly owner: StreamOwner,
   ) {}
+
+  /**
+   * A paged query on a list route (CONTRACT.md §13): a page from the list cache, or with `watch=true` its
+   * CHANGED notices (resolves null once the stream owns the reply). `_all` lists what the caller may list.
+   */
+  async pagedList(
+    caller: Caller,
+    target: ResourceTarget,
+    q: ListResourcesQueryDto,
+    client: StreamClient,
+  ): Promise<ClusterAnswer | null> {
+    const r = await this.resolve(caller, target, 'list', true);
+    const { watch, timeoutSeconds, ...rest } = q;
+    // timeoutSeconds ends a paged watch, as it ends any watch; a page from the cache has no use for it.
+    const query = this.lists.parse(watch === true ? rest : { ...rest, timeoutSeconds }, r.type);
+    const pageTarget = { cluster: r.cluster, type: r.type, namespace: r.namespace };
+    if (watch === true) {
+      const stream = { ...client, secret: secretOf(client.request), timeoutSeconds };
+      await this.lists.watch(caller, pageTarget, query, stream, this.owner);
+      return null;
+    }
+    const body = await this.lists.page(caller, pageTarget, query);
+    return { statusCode: 200, contentType: 'application/json', body: Buffer.from(body, 'utf8') };
+  }
+
+  /** Read-your-writes for paged queries: the version a write through this replica answered with. */
+  private noted(r: Resolved, answer: ClusterAnswer, deleted = false): ClusterAnswer {
+    if (answer.statusCode < 300) {
+      this.marks.note(r.cluster.name, resourceIdOf(r.type), 'body' in answer ? answer.body : undefined, deleted);
+    }
+    return answer;
+  }
 
   async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
     const problems = watchQueryProblems(q);
@@ -272,7 +310,10 @@ export class ResourcesService {
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
-    return r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) });
+    return this.noted(
+      r,
+      await r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) }),
+    );
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -285,7 +326,10 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) });
+    return this.noted(
+      r,
+      await r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) }),
+    );
   }
 
   /** `contentType`: the request's Content-Type, which names the patch kind when `patchType` does not. */
@@ -299,13 +343,16 @@ export class ResourcesService {
     patchContentType(q.patchType, contentType); // a bad patch kind is a 400 before any work
     const r = await this.resolve(caller, target, 'patch');
     const patch = await patchRequest(caller, body, q, contentType);
-    return r.cluster.sendObject({
-      method: 'PATCH',
-      path: r.path,
-      query: query(patch.query),
-      body: patch.body,
-      contentType: patch.contentType,
-    });
+    return this.noted(
+      r,
+      await r.cluster.sendObject({
+        method: 'PATCH',
+        path: r.path,
+        query: query(patch.query),
+        body: patch.body,
+        contentType: patch.contentType,
+      }),
+    );
   }
 
   async deleteResource(caller: Caller, target: ResourceTarget, q: DeleteResourceQueryDto): Promise<ClusterAnswer> {
@@ -316,14 +363,18 @@ export class ResourcesService {
       dryRun: q.dryRun === 'All',
     });
     const res = await r.cluster.send({ method: 'DELETE', path: r.path, body: json(options) });
-    if (q.wait === false || q.dryRun === 'All' || res.statusCode >= 300) return res;
+    if (q.wait === false || q.dryRun === 'All' || res.statusCode >= 300) {
+      if (res.statusCode < 300 && q.dryRun !== 'All')
+        this.marks.note(r.cluster.name, resourceIdOf(r.type), undefined, true);
+      return res;
+    }
 
     const body = await r.cluster.read(res);
     const answer = { statusCode: 200, contentType: contentTypeOf(res.headers), body };
     const uid = r.cluster.parse(body, 'the delete')?.metadata?.uid as string | undefined;
-    if (!uid) return answer; // a Status: the object is already gone
+    if (!uid) return this.noted(r, answer, true); // a Status: the object is already gone
     await this.waitUntilGone(r, uid, (q.timeoutSeconds ?? DEFAULT_DELETE_WAIT_SECONDS) * 1000);
-    return answer;
+    return this.noted(r, answer, true);
   }
 
   /** Polls the cluster itself (never a cache) until the object with this uid is gone; finalizers are left alone. */
@@ -348,7 +399,7 @@ export class ResourcesService {
    * Checks everything that can be checked before the cluster is asked: the caller's role, the
    * header, the path segments; then finds the cluster (as the caller), the resource type and the scope.
    */
-  async resolve(caller: Caller, target: ResourceTarget, verb: Verb): Promise<Resolved> {
+  async resolve(caller: Caller, target: ResourceTarget, verb: Verb, partitioned = false): Promise<Resolved> {
     if (OWN_PATHS.has(target.resource)) {
       throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
     }
@@ -372,7 +423,10 @@ export class ResourcesService {
       ]);
     }
     const namespace = type.namespaced && !all ? target.namespace : null;
-    this.authorizer.require(caller, { verb, cluster: cluster.name, resource: id, namespace });
+    // A paged `_all` query lists what the caller may list (lists/ decides), never a 403 for the rest.
+    if (!(partitioned && namespace === null)) {
+      this.authorizer.require(caller, { verb, cluster: cluster.name, resource: id, namespace });
+    }
     const name = target.name ?? null;
     return { cluster, type, namespace, name, path: resourcePath(type, namespace, name) };
   }

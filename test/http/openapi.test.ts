@@ -69,6 +69,7 @@ const SSO_OPERATION_IDS = ['listAuthProviders', 'startOidcLogin', 'completeOidcL
 /** Issue 13: pod logs, what a cluster serves, subresources. */
 const CONSOLE_OPERATION_IDS = [
   'getPodLog',
+  'searchResources',
   'listApiResources',
   'getApiResourceSchema',
   'getSubresource',

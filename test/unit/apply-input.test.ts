@@ -49,7 +49,10 @@ describe('apply input', () => {
       index: 400,
       line: 2794,
     });
-    assert.match(await problemsOf(async () => documentsOf(`${stream}---\na: [1\n`)), /not valid YAML: .* at line 2802, column 1/);
+    assert.match(
+      await problemsOf(async () => documentsOf(`${stream}---\na: [1\n`)),
+      /not valid YAML: .* at line 2802, column 1/,
+    );
   });
 
   test('JSON: an object, an array, a List', async () => {

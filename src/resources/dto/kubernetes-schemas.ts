@@ -75,6 +75,14 @@ const KubernetesList: SchemaObject = {
     kind: { type: 'string', example: 'ConfigMapList' },
     metadata: { $ref: '#/components/schemas/ListMeta' },
     items: { type: 'array', items: { $ref: '#/components/schemas/KubernetesListItem' } },
+    total: {
+      type: 'integer',
+      minimum: 0,
+      description: 'Paged query only: how many objects match (this page and every other)',
+      example: 1234,
+    },
+    page: { type: 'integer', minimum: 1, description: 'Paged query only: this page, from 1', example: 1 },
+    size: { type: 'integer', minimum: 1, maximum: 500, description: 'Paged query only: objects per page', example: 50 },
   },
 };
 

@@ -1,7 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform, Type } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 
 /** A boolean query parameter: `true` or `false` (what a client serialises a boolean to); anything else is a 400. */
 export function QueryBoolean(description: string) {
@@ -69,7 +69,51 @@ export class ListResourcesQueryDto {
   @Min(1)
   @Max(3600)
   timeoutSeconds?: number;
+
+  /** Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1. */
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, example: 1 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(1_000_000)
+  page?: number;
+
+  /** Paged query: objects per page (default 50). */
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 500, example: 50 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(500)
+  size?: number;
+
+  /** Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`. */
+  @ApiPropertyOptional({ example: 'metadata.creationTimestamp', maxLength: 256 })
+  @IsOptional()
+  @IsString()
+  @MaxLength(256)
+  @Matches(/^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$/-]+)*$/, {
+    message: 'sortBy must be a dotted field path such as metadata.name',
+  })
+  sortBy?: string;
+
+  /** Paged query: `asc` (default) or `desc`; ties are broken by namespace, then name. */
+  @ApiPropertyOptional({ enum: ['asc', 'desc'] })
+  @IsOptional()
+  @IsIn(['asc', 'desc'])
+  sortOrder?: 'asc' | 'desc';
+
+  /** Paged query: a case-insensitive substring of the name, the namespace or a label value. */
+  @ApiPropertyOptional({ maxLength: 256, example: 'web' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(256)
+  search?: string;
 }
+
+/** The query parameters that make a list call a paged query (CONTRACT.md §13). */
+export const PAGE_PARAMS = ['page', 'size', 'sortBy', 'sortOrder', 'search'] as const;
 
 /** The events of one object; `watch=true` streams them like a watch of a list. */
 export class ObjectEventsQueryDto {

@@ -609,6 +609,32 @@ export type ApiResourceSchemaDto = {
     kind: string;
 };
 
+export type SearchItemDto = {
+    cluster: string;
+    /**
+     * The resource type as the resource routes name it.
+     */
+    resource: string;
+    /**
+     * `''` for cluster-scoped objects.
+     */
+    namespace: string;
+    name: string;
+    kind: string;
+    apiVersion: string;
+};
+
+export type SearchResultDto = {
+    /**
+     * The first `size` matches, by name, then cluster, resource and namespace.
+     */
+    items: Array<SearchItemDto>;
+    /**
+     * Every match the caller may see.
+     */
+    total: number;
+};
+
 export type ApplyConflictDto = {
     /**
      * The manager that owns the field, as the cluster names it (`kubectl`, `cas:alice`).
@@ -929,6 +955,18 @@ export type KubernetesList = {
     kind: string;
     metadata: ListMeta;
     items: Array<KubernetesListItem>;
+    /**
+     * Paged query only: how many objects match (this page and every other)
+     */
+    total?: number;
+    /**
+     * Paged query only: this page, from 1
+     */
+    page?: number;
+    /**
+     * Paged query only: objects per page
+     */
+    size?: number;
     [key: string]: unknown;
 };
 
@@ -2921,6 +2959,26 @@ export type ListResourcesData = {
          */
         timeoutSeconds?: number;
         /**
+         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1.
+         */
+        page?: number;
+        /**
+         * Paged query: objects per page (default 50).
+         */
+        size?: number;
+        /**
+         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`.
+         */
+        sortBy?: string;
+        /**
+         * Paged query: `asc` (default) or `desc`; ties are broken by namespace, then name.
+         */
+        sortOrder?: 'asc' | 'desc';
+        /**
+         * Paged query: a case-insensitive substring of the name, the namespace or a label value.
+         */
+        search?: string;
+        /**
          * e.g. `app=web,tier!=cache`
          */
         labelSelector?: string;
@@ -4205,6 +4263,58 @@ export type ReplaceSubresourceResponses = {
 };
 
 export type ReplaceSubresourceResponse = ReplaceSubresourceResponses[keyof ReplaceSubresourceResponses];
+
+export type SearchResourcesData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * A case-insensitive substring of the object's name.
+         */
+        q: string;
+        /**
+         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on).
+         */
+        clusters?: string;
+        /**
+         * Comma-separated resource types as the resource routes name them (default: namespaces, nodes, pods,
+         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs).
+         */
+        resources?: string;
+        /**
+         * How many matches to answer (default 50); `total` counts them all.
+         */
+        size?: number;
+    };
+    url: '/api/v1/search';
+};
+
+export type SearchResourcesErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type SearchResourcesError = SearchResourcesErrors[keyof SearchResourcesErrors];
+
+export type SearchResourcesResponses = {
+    200: SearchResultDto;
+};
+
+export type SearchResourcesResponse = SearchResourcesResponses[keyof SearchResourcesResponses];
 
 export type ApplyResourcesData = {
     /**

@@ -1,0 +1,609 @@
+import { HttpException, Logger, ServiceUnavailableException } from '@nestjs/common';
+import type { ClusterResponse } from '../clusters/gateway/answer.js';
+import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
+import { LineSplitter, revision } from '../watch/watch-events.js';
+import { fieldValues } from './field-selector.js';
+
+/** One stored object: its JSON (what a page sends) and the few facts queries filter and sort on. */
+export interface Entry {
+  readonly namespace: string;
+  readonly name: string;
+  readonly labels?: Record<string, string>;
+  /** The type's selectable fields (field selectors), when it has any beyond name and namespace. */
+  readonly fields?: Record<string, string>;
+  /** Lower-cased name, namespace and label values, NUL-separated: what `search` looks in. */
+  readonly haystack: string;
+  readonly json: string;
+  readonly resourceVersion: string;
+  /** `metadata.creationTimestamp`: the most common sort key of a console, kept to sort without parsing. */
+  readonly created: string | null;
+}
+
+/** Sort keys read from an entry's kept facts; any other path is read from its JSON. */
+function keptValue(entry: Entry, path: string): SortValue | undefined {
+  if (path === 'metadata.name') return entry.name;
+  if (path === 'metadata.namespace') return entry.namespace || null;
+  if (path === 'metadata.creationTimestamp') return entry.created;
+  return undefined;
+}
+
+export type SortValue = string | number | boolean | null;
+
+/** Entries in one order: (value of the path, namespace, name), the value ascending or descending. */
+interface SortIndex {
+  readonly path: string;
+  readonly desc: boolean;
+  readonly values: Map<Entry, SortValue>;
+  readonly entries: Entry[];
+  usedAt: number;
+}
+
+export interface CacheOptions {
+  cluster: ClusterClient;
+  /** The collection across all namespaces (or cluster-scoped), e.g. `/api/v1/configmaps`. */
+  path: string;
+  resourceId: string;
+  apiVersion: string;
+  kind: string;
+  upstreamTimeoutSeconds: number;
+  /** Called as the object count changes (the registry's bound). */
+  onSize: (cache: ListCache, delta: number) => void;
+  /** Called once when the cache ends for good (its cluster went away, or it was dropped). */
+  onEnd: (cache: ListCache) => void;
+}
+
+const LIST_PAGE = 250;
+const LIST_PAGE_BYTES = 256 * 1024 * 1024;
+const MAX_INDEXES = 8;
+const MAX_MEMOS = 16;
+/** Consecutive failed reconnections before the cache gives up (its queries then get the last failure). */
+const MAX_FAILURES = 5;
+/** How long a query waits for a cache that is (re)listing or reconnecting before it is refused. */
+const CATCH_UP_MS = 5_000;
+/** A query is answered without a probe when the cache heard from its watch (or confirmed itself) this recently. */
+const FRESH_MS = 1_000;
+
+/**
+ * A string of its own. JSON.parse hands out strings of 13 characters or more as slices of the text it
+ * parsed: keeping one (a name, a timestamp, a label value) would keep that whole page of the list alive,
+ * and searching a string built of slices is several times slower.
+ */
+function own(value: string): string {
+  return value.length < 13 ? value : Buffer.from(value, 'utf8').toString('utf8');
+}
+
+function ownValues(values: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (values) for (const k of Object.keys(values)) values[k] = own(values[k]);
+  return values;
+}
+
+const asHttp = (error: unknown): HttpException =>
+  error instanceof HttpException ? error : new ServiceUnavailableException(String((error as Error)?.message ?? error));
+
+const key = (namespace: string, name: string) => (namespace ? `${namespace}/${name}` : name);
+
+function valueAt(object: Record<string, any>, path: string): SortValue {
+  let value: any = object;
+  for (const part of path.split('.')) {
+    if (value === null || typeof value !== 'object') return null;
+    value = value[part];
+  }
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value;
+  return JSON.stringify(value);
+}
+
+const RANK = { boolean: 1, number: 2, string: 3 } as Record<string, number>;
+
+/** Absent values first, then false < true, numbers, strings (code-unit order: RFC 3339 times sort by time). */
+export function compareValues(a: SortValue, b: SortValue): number {
+  if (a === b) return 0;
+  const ra = a === null ? 0 : RANK[typeof a];
+  const rb = b === null ? 0 : RANK[typeof b];
+  if (ra !== rb) return ra - rb;
+  return (a as string | number) < (b as string | number) ? -1 : 1;
+}
+
+const compareStrings = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+function compareIn(index: SortIndex, a: Entry, va: SortValue, b: Entry, vb: SortValue): number {
+  const byValue = compareValues(va, vb);
+  if (byValue !== 0) return index.desc ? -byValue : byValue;
+  return compareStrings(a.namespace, b.namespace) || compareStrings(a.name, b.name);
+}
+
+/** The position of `entry` (with `value`) in the index, or where it would go. */
+function positionOf(index: SortIndex, entry: Entry, value: SortValue): number {
+  let lo = 0;
+  let hi = index.entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const other = index.entries[mid];
+    if (compareIn(index, other, index.values.get(other)!, entry, value) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * The objects of one resource type on one cluster (all namespaces), filled by one paginated list and
+ * kept current by one watch, both read with the service's own identity. What a caller may see of it is
+ * decided per query. Pages are cut from sort indexes kept in order as events arrive.
+ *
+ * Freshness: the cache knows when it last heard from its watch. A query finding it silent for more
+ * than a second confirms it against the cluster first (see `confirm`); a write made through this
+ * replica is waited for by its resourceVersion (`waitFor`). While the cache relists (start, 410) or
+ * reconnects, queries wait for it, and are refused rather than answered from it after CATCH_UP_MS.
+ */
+export class ListCache {
+  private readonly logger = new Logger(ListCache.name);
+  private entries = new Map<string, Entry>();
+  private readonly namespaceNames = new Map<string, string>();
+  private indexes: SortIndex[] = [];
+  /** The latest resourceVersion the cache holds everything up to (list, events, bookmarks). */
+  private rv = '';
+  private heardAt = 0;
+  private live = false;
+  private endedFlag = false;
+  private failure?: HttpException;
+  private failures = 0;
+  /** Bumped by every (re)list: a list or watch of an older one that is still under way is dropped. */
+  private epoch = 0;
+  private res?: ClusterResponse;
+  private retryTimer?: NodeJS.Timeout;
+  private waiters: Array<() => void> = [];
+  private confirming?: Promise<void>;
+  private keeper?: NodeJS.Timeout;
+  private readonly memos = new Map<string, Entry[]>();
+  private memoVersion = -1;
+  /** Bumped on every change: the `CHANGED` notices and the memo compare it. */
+  version = 0;
+  usedAt = Date.now();
+  readonly started: Promise<void>;
+
+  constructor(readonly options: CacheOptions) {
+    this.started = this.relist().catch((error: unknown) => {
+      const failure = asHttp(error);
+      this.end(failure);
+      throw failure;
+    });
+    this.started.catch(() => undefined);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get resourceVersion(): string {
+    return this.rv;
+  }
+
+  get ended(): boolean {
+    return this.endedFlag;
+  }
+
+  get clusterName(): string {
+    return this.options.cluster.name;
+  }
+
+  /** Every stored entry, in no order (for `search`). */
+  all(): IterableIterator<Entry> {
+    return this.entries.values();
+  }
+
+  /** The namespaces that hold at least one object. */
+  namespaces(): Set<string> {
+    const found = new Set<string>();
+    for (const entry of this.entries.values()) found.add(entry.namespace);
+    return found;
+  }
+
+  /**
+   * The matches of a query, computed once per version of the cache: a few recent queries are kept
+   * (references to entries, 8 bytes each), and any change to the cache drops them all.
+   */
+  memo(key: string, compute: () => Entry[]): Entry[] {
+    if (this.memoVersion !== this.version) {
+      this.memos.clear();
+      this.memoVersion = this.version;
+    }
+    let found = this.memos.get(key);
+    if (!found) {
+      found = compute();
+      if (this.memos.size >= MAX_MEMOS) this.memos.delete(this.memos.keys().next().value!);
+      this.memos.set(key, found);
+    }
+    return found;
+  }
+
+  /** Entries in the order asked (kept from then on); ties by namespace, then name. */
+  ordered(path: string, desc: boolean): readonly Entry[] {
+    let index = this.indexes.find((i) => i.path === path && i.desc === desc);
+    if (!index) {
+      // The other order of the same path has the values already.
+      let values = this.indexes.find((i) => i.path === path)?.values;
+      if (!values) {
+        values = new Map<Entry, SortValue>();
+        for (const entry of this.entries.values()) {
+          values.set(entry, keptValue(entry, path) ?? valueAt(JSON.parse(entry.json), path));
+        }
+      }
+      index = { path, desc, values, entries: [...this.entries.values()], usedAt: 0 };
+      const built = index;
+      const v = values;
+      index.entries.sort((a, b) => compareIn(built, a, v.get(a)!, b, v.get(b)!));
+      this.indexes.push(index);
+      if (this.indexes.length > MAX_INDEXES) {
+        this.indexes.sort((a, b) => b.usedAt - a.usedAt);
+        this.indexes.length = MAX_INDEXES;
+      }
+    }
+    index.usedAt = Date.now();
+    return index.entries;
+  }
+
+  /**
+   * Resolves when a query may be answered from the cache: it is live and heard from its watch within
+   * the last second (else confirmed against the cluster), and it holds `atLeast` (a write's version).
+   */
+  async fresh(atLeast?: bigint, recount = false): Promise<void> {
+    this.usedAt = Date.now();
+    const deadline = Date.now() + CATCH_UP_MS;
+    await this.started;
+    if (!(await this.until(() => this.live, deadline))) throw this.behind();
+    if (atLeast !== undefined) {
+      if (!(await this.until(() => (revision(this.rv) ?? 0n) >= atLeast, deadline))) throw this.behind();
+    }
+    if (recount) {
+      // A deletion through this replica: a probe made after it.
+      await this.confirm(deadline);
+      return;
+    }
+    const asked = Date.now();
+    while (this.heardAt < asked - FRESH_MS) {
+      this.confirming ??= this.confirm(deadline).finally(() => (this.confirming = undefined));
+      await this.confirming;
+    }
+  }
+
+  /**
+   * While queries come, the cache confirms itself in the background whenever its watch has been silent
+   * for half a second, so that a query seldom waits for a probe.
+   */
+  private keepConfirmed(): void {
+    this.keeper ??= setInterval(() => {
+      const now = Date.now();
+      if (!this.live || this.confirming || now - this.usedAt > 5_000 || now - this.heardAt < FRESH_MS / 2) return;
+      this.confirming = this.confirm(now + CATCH_UP_MS)
+        .catch(() => undefined)
+        .finally(() => (this.confirming = undefined));
+    }, 100);
+    this.keeper.unref();
+  }
+
+  /** Ends the cache for good: no more watching; queries waiting for it are refused. */
+  end(reason?: HttpException): void {
+    if (this.endedFlag) return;
+    this.endedFlag = true;
+    this.failure ??= reason;
+    this.live = false;
+    clearTimeout(this.retryTimer);
+    clearInterval(this.keeper);
+    this.res?.destroy();
+    this.options.onSize(this, -this.entries.size);
+    this.entries = new Map();
+    this.indexes = [];
+    this.wake();
+    this.options.onEnd(this);
+  }
+
+  /**
+   * The cache has been silent for more than a second: nothing changed, or its watch is stuck. A
+   * `limit=1` list of the collection (a quorum read, cheap at any size) settles it: its version is no
+   * older than any change made before it. If the cache already holds that version, it is current.
+   * Otherwise (the cluster's versions count every type, so this one's seldom reaches it) the count
+   * (`remainingItemCount` + 1) and the first object's version must agree with the cache: a create or
+   * delete the watch has not delivered shows at once. If they do not agree within the catch-up time,
+   * the watch is restarted with a fresh list. What this cannot see is a modification of another object
+   * on a watch connection that is silently stuck; the cluster's own time-out (CAS_WATCH_UPSTREAM_TIMEOUT_SECONDS)
+   * and the body time-out bound that.
+   */
+  private async confirm(deadline: number): Promise<void> {
+    const asked = Date.now();
+    const probe = await this.probe();
+    const target = revision(probe.resourceVersion) ?? 0n;
+    const agrees = () => {
+      if ((revision(this.rv) ?? 0n) >= target) return true;
+      if (this.entries.size !== probe.count) return false;
+      if (!probe.first) return true;
+      return this.entries.get(key(probe.first.namespace, probe.first.name))?.resourceVersion === probe.first.rv;
+    };
+    if (await this.until(agrees, deadline)) {
+      this.heardAt = Math.max(this.heardAt, asked);
+      return;
+    }
+    this.logger.warn(`${this.describe()} disagrees with the cluster; listing again`);
+    this.restart();
+    throw this.behind();
+  }
+
+  private async probe(): Promise<{
+    resourceVersion: string;
+    count: number;
+    first?: { namespace: string; name: string; rv: string };
+  }> {
+    const { cluster, path } = this.options;
+    const res = await cluster.send({ method: 'GET', path, query: new URLSearchParams({ limit: '1' }) });
+    const body = await cluster.read(res);
+    if (res.statusCode !== 200) throw this.refused(res.statusCode, body);
+    const list = cluster.parse(body, `GET ${path}`);
+    const item = list?.items?.[0];
+    return {
+      resourceVersion: String(list?.metadata?.resourceVersion ?? ''),
+      count: (list?.items?.length ?? 0) + Number(list?.metadata?.remainingItemCount ?? 0),
+      first: item && {
+        namespace: item.metadata?.namespace ?? '',
+        name: item.metadata?.name,
+        rv: item.metadata?.resourceVersion,
+      },
+    };
+  }
+
+  private behind(): HttpException {
+    if (this.failure) return this.failure;
+    return new ServiceUnavailableException(
+      `the list cache of ${this.options.resourceId} on ${this.options.cluster.target} is catching up with the cluster; try again`,
+    );
+  }
+
+  private async until(ok: () => boolean, deadline: number): Promise<boolean> {
+    while (!ok()) {
+      if (this.endedFlag) throw this.behind();
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(left, 50));
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return true;
+  }
+
+  private wake(): void {
+    for (const wake of this.waiters.splice(0)) wake();
+  }
+
+  /** Drops the watch and lists again (a 410, or a disagreement with the cluster). */
+  private restart(): void {
+    this.live = false;
+    const res = this.res;
+    this.res = undefined;
+    res?.destroy();
+    clearTimeout(this.retryTimer);
+    this.relist().catch((error: unknown) => this.recover(error));
+  }
+
+  /**
+   * After a broken watch (the connection failed, the apiserver restarted): list again, with back-off.
+   * Events may have been missed, so nothing is served until a fresh list is in. After MAX_FAILURES the
+   * cache ends: its queries get the failure (502 naming the cluster), the next one starts a new cache.
+   */
+  private recover(error: unknown): void {
+    if (this.endedFlag) return;
+    this.live = false;
+    this.failures++;
+    if (this.failures > MAX_FAILURES) {
+      this.end(asHttp(error));
+      return;
+    }
+    const delay = Math.min(250 * 2 ** (this.failures - 1), 4000);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.relist().catch((e: unknown) => this.recover(e)), delay);
+    this.retryTimer.unref();
+  }
+
+  /** Lists the whole collection page by page (one snapshot), swaps it in whole, then watches from its version. */
+  private async relist(): Promise<void> {
+    this.live = false;
+    const epoch = ++this.epoch;
+    const listedAt = Date.now();
+    const { cluster, path } = this.options;
+    const fresh = new Map<string, Entry>();
+    let token: string | undefined;
+    let rv: string;
+    do {
+      const query = new URLSearchParams({ limit: String(LIST_PAGE) });
+      if (token) query.set('continue', token);
+      const res = await cluster.send({ method: 'GET', path, query });
+      const body = await cluster.read(res, LIST_PAGE_BYTES);
+      if (this.endedFlag || epoch !== this.epoch) return;
+      if (res.statusCode !== 200) throw this.refused(res.statusCode, body);
+      const list = cluster.parse(body, `GET ${path}`);
+      rv = String(list?.metadata?.resourceVersion ?? '');
+      for (const item of (list?.items ?? []) as Array<Record<string, any>>) {
+        const entry = this.toEntry(item);
+        fresh.set(key(entry.namespace, entry.name), entry);
+      }
+      token = list?.metadata?.continue || undefined;
+    } while (token);
+    const before = this.entries.size;
+    this.entries = fresh;
+    this.indexes = [];
+    this.rv = rv;
+    this.version++;
+    this.options.onSize(this, fresh.size - before);
+    this.failure = undefined;
+    this.heardAt = listedAt; // the list is the cluster as it was when it began
+    await this.watch(epoch);
+  }
+
+  private refused(statusCode: number, body: Buffer): HttpException {
+    let message = `${this.options.cluster.target} answered ${statusCode} to the list of ${this.options.resourceId}`;
+    try {
+      const status = JSON.parse(body.toString('utf8'));
+      if (typeof status?.message === 'string') message += `: ${status.message.slice(0, 300)}`;
+    } catch {
+      /* not a Status */
+    }
+    return new HttpException(
+      message,
+      statusCode === 403 || statusCode === 401 ? 502 : statusCode >= 500 ? 502 : statusCode,
+    );
+  }
+
+  /** Opens the watch from the cache's version; the cache is live once the cluster accepts it. */
+  private async watch(epoch = this.epoch): Promise<void> {
+    const { cluster, path, upstreamTimeoutSeconds } = this.options;
+    const timeoutSeconds = upstreamTimeoutSeconds + Math.floor((Math.random() * upstreamTimeoutSeconds) / 4);
+    const query = new URLSearchParams({
+      watch: 'true',
+      resourceVersion: this.rv,
+      allowWatchBookmarks: 'true',
+      timeoutSeconds: String(timeoutSeconds),
+    });
+    const res = await cluster.send({ method: 'GET', path, query, bodyTimeoutMs: (timeoutSeconds + 60) * 1000 });
+    if (this.endedFlag || epoch !== this.epoch) {
+      res.destroy();
+      return;
+    }
+    if (res.statusCode === 410) {
+      res.destroy();
+      return this.relist();
+    }
+    if (res.statusCode !== 200)
+      throw this.refused(res.statusCode, await cluster.read(res).catch(() => Buffer.alloc(0)));
+    this.res = res;
+    this.failures = 0;
+    this.live = true;
+    this.keepConfirmed();
+    this.wake();
+    const splitter = new LineSplitter();
+    res.on('data', (chunk: Buffer) => {
+      if (this.res !== res) return;
+      try {
+        for (const line of splitter.push(chunk)) this.receive(JSON.parse(line.toString('utf8')));
+      } catch (error) {
+        this.logger.warn(`${this.describe()}: unusable watch data: ${(error as Error).message}`);
+        this.restart();
+      }
+    });
+    let complete = false;
+    const over = (error?: Error) => {
+      if (this.res !== res) return;
+      this.res = undefined;
+      this.live = false;
+      if (this.endedFlag) return;
+      if (!error) return this.resume();
+      this.logger.debug(`${this.describe()}: watch broke: ${error.message}`);
+      this.recover(error);
+    };
+    res.on('end', () => {
+      complete = true;
+      over();
+    });
+    res.on('error', (error) => over(error));
+    res.on('close', () => over(complete ? undefined : new Error('connection closed')));
+  }
+
+  private receive(event: { type?: string; object?: Record<string, any> }): void {
+    if (this.endedFlag) return;
+    const object = event.object ?? {};
+    if (event.type === 'ERROR') {
+      // 410: the cluster no longer has the version: list again; no page is served until the new list is in.
+      this.restart();
+      return;
+    }
+    const rv = object.metadata?.resourceVersion;
+    if (typeof rv === 'string') this.rv = rv;
+    this.heardAt = Date.now();
+    if (event.type === 'ADDED' || event.type === 'MODIFIED') this.put(this.toEntry(object), object);
+    else if (event.type === 'DELETED') this.remove(key(object.metadata?.namespace ?? '', object.metadata?.name));
+    this.wake();
+  }
+
+  /** The cluster ended the watch (its time-out): watch again from the cache's version at once; nothing was missed. */
+  private resume(): void {
+    this.watch().catch((error: unknown) => this.recover(error));
+  }
+
+  private toEntry(object: Record<string, any>): Entry {
+    const metadata = object.metadata ?? {};
+    const namespace = this.intern(metadata.namespace ?? '');
+    const name = own(metadata.name ?? '');
+    let labels: Record<string, string> | undefined;
+    let haystack = `${name.toLowerCase()}\0${namespace.toLowerCase()}`;
+    if (metadata.labels && typeof metadata.labels === 'object') {
+      labels = {};
+      for (const [k, value] of Object.entries(metadata.labels)) {
+        labels[k] = own(String(value));
+        haystack += `\0${labels[k].toLowerCase()}`;
+      }
+    }
+    const { apiVersion, kind } = this.options;
+    // Items as the cluster's watch sends them: with apiVersion and kind (a list leaves them out).
+    const json = JSON.stringify(
+      object.kind === undefined ? { apiVersion: object.apiVersion ?? apiVersion, kind, ...object } : object,
+    );
+    return {
+      namespace,
+      name,
+      labels,
+      fields: ownValues(fieldValues(this.options.resourceId, object)),
+      haystack: own(haystack),
+      json,
+      resourceVersion: own(String(metadata.resourceVersion ?? '')),
+      created: typeof metadata.creationTimestamp === 'string' ? own(metadata.creationTimestamp) : null,
+    };
+  }
+
+  /** One string per namespace name, however many objects it holds. */
+  private intern(namespace: string): string {
+    let kept = this.namespaceNames.get(namespace);
+    if (kept === undefined) {
+      kept = own(namespace);
+      if (this.namespaceNames.size < 100_000) this.namespaceNames.set(namespace, kept);
+    }
+    return kept;
+  }
+
+  private put(entry: Entry, object: Record<string, any>): void {
+    const k = key(entry.namespace, entry.name);
+    const old = this.entries.get(k);
+    if (old) this.unindex(old);
+    else this.options.onSize(this, 1);
+    this.entries.set(k, entry);
+    for (const index of this.indexes) {
+      // Both orders of a path share their values: the value is set once, the entry placed in each.
+      const value = index.values.get(entry) ?? keptValue(entry, index.path) ?? valueAt(object, index.path);
+      index.values.set(entry, value);
+      index.entries.splice(positionOf(index, entry, value), 0, entry);
+    }
+    this.version++;
+  }
+
+  private remove(k: string): void {
+    const old = this.entries.get(k);
+    if (!old) return;
+    this.unindex(old);
+    this.entries.delete(k);
+    this.options.onSize(this, -1);
+    this.version++;
+  }
+
+  private unindex(entry: Entry): void {
+    for (const index of this.indexes) {
+      const value = index.values.get(entry);
+      if (value === undefined) continue;
+      const at = positionOf(index, entry, value);
+      if (index.entries[at] === entry) index.entries.splice(at, 1);
+    }
+    for (const index of this.indexes) index.values.delete(entry);
+  }
+
+  private describe(): string {
+    return `list cache of ${this.options.resourceId} on ${this.options.cluster.target}`;
+  }
+}

@@ -1,0 +1,133 @@
+import {
+  HttpException,
+  Inject,
+  Injectable,
+  Logger,
+  type OnModuleDestroy,
+  ServiceUnavailableException,
+} from '@nestjs/common';
+import type { ClusterConnection } from '../clusters/cluster-connection.js';
+import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { apiVersionOf, resourceIdOf, resourcePath, type ResourceType } from '../resources/resource-path.js';
+import { ListCache } from './list-cache.js';
+
+/** How often idle caches are dropped and the clusters of the others are looked up again. */
+const SWEEP_MS = 5_000;
+
+/**
+ * Every list cache of this replica, one per (cluster, resource type): started by the first paged query,
+ * dropped when unused for `CAS_LIST_CACHE_IDLE_SECONDS`, and together bounded by
+ * `CAS_LIST_CACHE_MAX_OBJECTS` (past it the least recently used caches are dropped; a cache that alone
+ * needs more ends, and its queries get a 503 naming the bound). A cluster removed, disabled or
+ * reconfigured ends its caches (queries waiting on them: 502 naming it).
+ */
+@Injectable()
+export class ListCaches implements OnModuleDestroy {
+  private readonly logger = new Logger(ListCaches.name);
+  private readonly caches = new Map<string, ListCache>();
+  private readonly conns = new Map<ListCache, ClusterConnection>();
+  private objects = 0;
+  private timer?: NodeJS.Timeout;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly gateway: ClusterGateway,
+  ) {}
+
+  /** Objects held by all caches together. */
+  get size(): number {
+    return this.objects;
+  }
+
+  /** The cache of this type on this cluster (its connection as it is now), started if need be. */
+  cacheFor(conn: ClusterConnection, type: ResourceType): ListCache {
+    const id = resourceIdOf(type);
+    const k = `${conn.clusterId}:${conn.generation}:${id}`;
+    const found = this.caches.get(k);
+    if (found && !found.ended) {
+      found.usedAt = Date.now();
+      return found;
+    }
+    const cache = new ListCache({
+      cluster: this.gateway.asService(conn, undefined, 'list cache'),
+      path: resourcePath(type, null, null),
+      resourceId: id,
+      apiVersion: apiVersionOf(type),
+      kind: type.kind,
+      upstreamTimeoutSeconds: this.config.watch.upstreamTimeoutSeconds,
+      onSize: (c, delta) => this.resized(c, delta),
+      onEnd: (c) => {
+        if (this.caches.get(k) === c) this.caches.delete(k);
+        this.conns.delete(c);
+      },
+    });
+    this.caches.set(k, cache);
+    this.conns.set(cache, conn);
+    this.timer ??= setInterval(() => void this.sweep(), SWEEP_MS).unref();
+    return cache;
+  }
+
+  /** The live caches of one cluster (for search). */
+  cachesOf(clusterName: string): ListCache[] {
+    return [...this.caches.values()].filter((c) => c.clusterName === clusterName && !c.ended);
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.timer);
+    for (const cache of [...this.caches.values()]) cache.end();
+  }
+
+  private resized(cache: ListCache, delta: number): void {
+    this.objects += delta;
+    const max = this.config.listCache.maxObjects;
+    if (this.objects <= max || cache.ended) return;
+    // The least recently used others go first; the cache growing is dropped only if it alone is too large.
+    const others = [...this.caches.values()].filter((c) => c !== cache).sort((a, b) => a.usedAt - b.usedAt);
+    for (const other of others) {
+      if (this.objects <= max) return;
+      this.logger.log(
+        `dropping the list cache of ${other.options.resourceId} on ${other.clusterName}: over ${max} objects`,
+      );
+      other.end();
+    }
+    if (this.objects > max) {
+      cache.end(
+        new ServiceUnavailableException(
+          `the list of ${cache.options.resourceId} on cluster '${cache.clusterName}' needs more than the ${max} objects ` +
+            'the list caches of this replica may hold (CAS_LIST_CACHE_MAX_OBJECTS)',
+        ),
+      );
+    }
+  }
+
+  /** Drops idle caches; ends those whose cluster is gone, disabled or changed. */
+  private async sweep(): Promise<void> {
+    const idleMs = this.config.listCache.idleSeconds * 1000;
+    const now = Date.now();
+    const byCluster = new Map<string, Promise<ClusterConnection | string>>();
+    for (const [cache, conn] of [...this.conns]) {
+      if (now - cache.usedAt > idleMs) {
+        cache.end();
+        continue;
+      }
+      let current = byCluster.get(conn.clusterName);
+      if (!current) {
+        current = this.gateway
+          .connection(conn.clusterName)
+          .catch((error: unknown) => (error instanceof HttpException ? error.message : 'the cluster cannot be used'));
+        byCluster.set(conn.clusterName, current);
+      }
+      const now2 = await current;
+      if (typeof now2 === 'string') {
+        cache.end(new HttpException(`cluster '${conn.clusterName}' can no longer be used: ${now2}`, 502));
+      } else if (now2.clusterId !== conn.clusterId || now2.generation !== conn.generation) {
+        cache.end(new HttpException(`cluster '${conn.clusterName}' was replaced or reconfigured; try again`, 502));
+      }
+    }
+    if (this.caches.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+}
