@@ -5,6 +5,7 @@ import type { AuditedDocument } from '../audit/audit-facts.js';
 import type { Caller } from '../auth/caller.js';
 import { clusterNameOf } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
+import { WriteMarks } from '../lists/write-marks.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { ResourceDiscovery } from '../resources/discovery.js';
 import {
@@ -116,6 +117,7 @@ export class ApplyService {
     private readonly gateway: ClusterGateway,
     private readonly discovery: ResourceDiscovery,
     private readonly authorizer: Authorizer,
+    private readonly marks: WriteMarks,
   ) {}
 
   async apply(
@@ -222,6 +224,8 @@ export class ApplyService {
       if (res.statusCode !== 200 && res.statusCode !== 201)
         return fail(this.clusterStatus(run, res.statusCode, answer));
       const after = run.cluster.parse(answer, `PATCH ${target.path}`) as Obj;
+      // Read-your-writes: a paged list of this type through this replica waits for the applied version.
+      if (!run.q.dryRun) this.marks.note(run.cluster.name, target.id, answer);
       if (!before) result.action = 'created';
       else result.action = comparable(before) === comparable(after) ? 'unchanged' : 'configured';
       result.diff = unifiedDiff([target.namespace, target.id, target.name].filter(Boolean).join('/'), before, after);
