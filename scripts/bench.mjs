@@ -709,12 +709,12 @@ async function listsPart() {
       'PATCH',
       `/api/v1/namespaces/${ns}/configmaps/cm-${i % NAMESPACES}`,
       {
-        metadata: { labels: { mark: `m${i}` } },
+        metadata: { labels: { mark: `p${process.pid}-m${i}` } },
       },
       { contentType: 'application/merge-patch+json' },
     );
     for (;;) {
-      const res = await service.api('GET', `/api/v1/configmaps/_all?page=1&size=1&labelSelector=mark%3Dm${i}`, {
+      const res = await service.api('GET', `/api/v1/configmaps/_all?page=1&size=1&labelSelector=mark%3Dp${process.pid}-m${i}`, {
         token,
         cluster: 'lists-1',
       });
@@ -733,7 +733,7 @@ async function listsPart() {
   // Change → CHANGED notice.
   const noticeMs = [];
   const controller = new AbortController();
-  const res = await fetch(`${service.base}/api/v1/configmaps/_all?watch=true&page=1&labelSelector=notice%3Dyes`, {
+  const res = await fetch(`${service.base}/api/v1/configmaps/_all?watch=true&page=1&labelSelector=notice%3Dp${process.pid}`, {
     headers: auth,
     signal: controller.signal,
   });
@@ -756,7 +756,7 @@ async function listsPart() {
       'PATCH',
       `/api/v1/namespaces/${namespaces[0]}/configmaps/cm-0`,
       {
-        metadata: { labels: { notice: i % 2 ? 'no' : 'yes' } },
+        metadata: { labels: { notice: i % 2 ? 'no' : `p${process.pid}` } },
       },
       { contentType: 'application/merge-patch+json' },
     );
