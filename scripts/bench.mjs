@@ -714,10 +714,14 @@ async function listsPart() {
       { contentType: 'application/merge-patch+json' },
     );
     for (;;) {
-      const res = await service.api('GET', `/api/v1/configmaps/_all?page=1&size=1&labelSelector=mark%3Dp${process.pid}-m${i}`, {
-        token,
-        cluster: 'lists-1',
-      });
+      const res = await service.api(
+        'GET',
+        `/api/v1/configmaps/_all?page=1&size=1&labelSelector=mark%3Dp${process.pid}-m${i}`,
+        {
+          token,
+          cluster: 'lists-1',
+        },
+      );
       if (res.total === 1) break;
       if (Date.now() - at > 10_000) break; // counted as 10 s
       await new Promise((r) => setTimeout(r, 5));
@@ -733,10 +737,13 @@ async function listsPart() {
   // Change → CHANGED notice.
   const noticeMs = [];
   const controller = new AbortController();
-  const res = await fetch(`${service.base}/api/v1/configmaps/_all?watch=true&page=1&labelSelector=notice%3Dp${process.pid}`, {
-    headers: auth,
-    signal: controller.signal,
-  });
+  const res = await fetch(
+    `${service.base}/api/v1/configmaps/_all?watch=true&page=1&labelSelector=notice%3Dp${process.pid}`,
+    {
+      headers: auth,
+      signal: controller.signal,
+    },
+  );
   const reader = res.body.getReader();
   let waiting;
   void (async () => {
