@@ -815,15 +815,19 @@ async function listsPart() {
       'PATCH',
       `/api/v1/namespaces/${ns}/configmaps/cm-${i % NAMESPACES}`,
       {
-        metadata: { labels: { mark: `m${i}` } },
+        metadata: { labels: { mark: `p${process.pid}-m${i}` } },
       },
       { contentType: 'application/merge-patch+json' },
     );
     for (;;) {
-      const res = await service.api('GET', `/api/v1/configmaps/_all?page=1&size=1&labelSelector=mark%3Dm${i}`, {
-        token,
-        cluster: 'lists-1',
-      });
+      const res = await service.api(
+        'GET',
+        `/api/v1/configmaps/_all?page=1&size=1&labelSelector=mark%3Dp${process.pid}-m${i}`,
+        {
+          token,
+          cluster: 'lists-1',
+        },
+      );
       if (res.total === 1) break;
       if (Date.now() - at > 10_000) break; // counted as 10 s
       await new Promise((r) => setTimeout(r, 5));
@@ -839,10 +843,13 @@ async function listsPart() {
   // Change → CHANGED notice.
   const noticeMs = [];
   const controller = new AbortController();
-  const res = await fetch(`${service.base}/api/v1/configmaps/_all?watch=true&page=1&labelSelector=notice%3Dyes`, {
-    headers: auth,
-    signal: controller.signal,
-  });
+  const res = await fetch(
+    `${service.base}/api/v1/configmaps/_all?watch=true&page=1&labelSelector=notice%3Dp${process.pid}`,
+    {
+      headers: auth,
+      signal: controller.signal,
+    },
+  );
   const reader = res.body.getReader();
   let waiting;
   void (async () => {
@@ -862,7 +869,7 @@ async function listsPart() {
       'PATCH',
       `/api/v1/namespaces/${namespaces[0]}/configmaps/cm-0`,
       {
-        metadata: { labels: { notice: i % 2 ? 'no' : 'yes' } },
+        metadata: { labels: { notice: i % 2 ? 'no' : `p${process.pid}` } },
       },
       { contentType: 'application/merge-patch+json' },
     );
