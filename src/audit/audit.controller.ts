@@ -1,5 +1,5 @@
 import { Controller, Get, Header, Param, Query } from '@nestjs/common';
-import { ApiOkResponse, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Authenticated } from '../auth/auth.decorators.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
@@ -31,9 +31,11 @@ export class AuditController {
   @Authenticated({ admin: true })
   @Get(':id/recording')
   @Header('content-type', 'application/x-asciicast')
-  @ApiProduces('application/x-asciicast')
-  @ApiOkResponse({ description: 'asciicast v2: a header line, then `[seconds, "o", text]` lines', schema: { type: 'string' } })
-  @ApiIdParam('The id of the session\'s end row')
+  @ApiOkResponse({
+    description: 'asciicast v2: a header line, then `[seconds, "o", text]` lines',
+    content: { 'application/x-asciicast': { schema: { type: 'string' } } },
+  })
+  @ApiIdParam("The id of the session's end row")
   @ApiErrors(400, 404)
   getAuditRecording(@Param('id', ParseIdPipe) id: number): Promise<string> {
     return this.audit.getRecording(id);

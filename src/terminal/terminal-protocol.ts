@@ -60,7 +60,11 @@ export function channelOf(data: Buffer, base64: boolean): { channel: number; pay
 }
 
 /** A message on `channel` in the protocol's framing. */
-export function channelMessage(channel: number, payload: Buffer, base64: boolean): { data: Buffer | string; binary: boolean } {
+export function channelMessage(
+  channel: number,
+  payload: Buffer,
+  base64: boolean,
+): { data: Buffer | string; binary: boolean } {
   if (base64) return { data: String(channel) + payload.toString('base64'), binary: false };
   return { data: Buffer.concat([Buffer.from([channel]), payload]), binary: true };
 }
@@ -84,7 +88,9 @@ export function exitCodeOf(status: Buffer): number | undefined {
 /** The error-channel message that ends a session for a reason of the service's own. */
 export function endStatus(protocol: string, code: number, reason: string, message: string): Buffer {
   if (!protocol.startsWith('v4.')) return Buffer.from(message, 'utf8');
-  return Buffer.from(JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code }));
+  return Buffer.from(
+    JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code }),
+  );
 }
 
 /** Output as text, multi-byte characters split across messages kept whole (one decoder per channel). */

@@ -18,7 +18,8 @@ export interface TerminalTarget {
 }
 
 const REST = /^\/api\/v1\/pods\/([^/]+)\/([^/]+)\/(exec|attach|portforward)$/;
-const KUBE = /^\/api\/v1\/clusters\/([^/]+)\/k8s\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(exec|attach|portforward)$/;
+const KUBE =
+  /^\/api\/v1\/clusters\/([^/]+)\/k8s\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(exec|attach|portforward)$/;
 
 /** The query each verb takes on the REST route (besides `cluster`). */
 const QUERY: Record<TerminalKind, readonly string[]> = {
@@ -54,7 +55,16 @@ export function parseTarget(url: URL, clusterHeader: string | string[] | undefin
   const rest = REST.exec(url.pathname);
   const kube = rest ? null : KUBE.exec(url.pathname);
   const [cluster, namespace, pod, kind] = rest
-    ? [clusterNameOf(Array.isArray(clusterHeader) ? clusterHeader[0] : (clusterHeader ?? url.searchParams.get('cluster') ?? undefined)), decode(rest[1]), decode(rest[2]), rest[3]]
+    ? [
+        clusterNameOf(
+          Array.isArray(clusterHeader)
+            ? clusterHeader[0]
+            : (clusterHeader ?? url.searchParams.get('cluster') ?? undefined),
+        ),
+        decode(rest[1]),
+        decode(rest[2]),
+        rest[3],
+      ]
     : [clusterNameOf(decode(kube![1])), decode(kube![2]), decode(kube![3]), kube![4]];
   validateNamespace(namespace);
   if (namespace === '_all') bad('namespace must name one namespace');
@@ -65,7 +75,9 @@ export function parseTarget(url: URL, clusterHeader: string | string[] | undefin
   for (const [key, value] of url.searchParams) {
     if (key === 'cluster' && rest) continue;
     if (rest && !QUERY[verb].includes(key)) {
-      bad(`query parameter '${key.slice(0, 64)}' is not accepted here; ${verb} takes: ${QUERY[verb].join(', ')}, cluster`);
+      bad(
+        `query parameter '${key.slice(0, 64)}' is not accepted here; ${verb} takes: ${QUERY[verb].join(', ')}, cluster`,
+      );
     }
     if (BOOLEANS.has(key) && !['true', 'false', '1', '0'].includes(value)) bad(`${key} must be true or false`);
     query.append(key, value);
@@ -80,7 +92,8 @@ export function parseTarget(url: URL, clusterHeader: string | string[] | undefin
     if (ports.length === 0) bad('ports is required: the pod port(s) to forward');
     for (const p of ports) {
       const n = Number(p);
-      if (!/^\d{1,5}$/.test(p) || n < 1 || n > 65535) bad(`ports must be port numbers 1–65535, got '${p.slice(0, 16)}'`);
+      if (!/^\d{1,5}$/.test(p) || n < 1 || n > 65535)
+        bad(`ports must be port numbers 1–65535, got '${p.slice(0, 16)}'`);
     }
   }
   const container = query.get('container');
@@ -90,7 +103,11 @@ export function parseTarget(url: URL, clusterHeader: string | string[] | undefin
   const facts: Record<string, unknown> =
     verb === 'portforward'
       ? { ports: ports.map(Number) }
-      : { container, ...(verb === 'exec' ? { command: commands } : {}), tty: ['true', '1'].includes(query.get('tty') ?? '') };
+      : {
+          container,
+          ...(verb === 'exec' ? { command: commands } : {}),
+          tty: ['true', '1'].includes(query.get('tty') ?? ''),
+        };
   return { kind: verb, path: rest ? 'rest' : 'kube', cluster, namespace, pod, query, facts };
 }
 

@@ -84,6 +84,8 @@ export class TerminalSession implements OwnedStream {
     o.upstream.on('close', (code, reason) => this.closed('cluster', code, reason.toString()));
     o.client.on('error', () => this.closed('client', 1006, 'the client connection failed'));
     o.upstream.on('error', () => this.closed('cluster', 1006, 'the cluster connection failed'));
+    // The cluster may have gone while the client's upgrade completed.
+    if (o.upstream.readyState !== WebSocket.OPEN) this.closed('cluster', 1006, 'the cluster connection failed');
   }
 
   /** Ends the session for a reason of the service's: a Status on the error channel, then a close frame. */
@@ -154,7 +156,8 @@ export class TerminalSession implements OwnedStream {
     this.bytesOut += Math.max(0, data.length - 1);
     if (this.o.kind === 'portforward') return;
     const recording = this.o.recording;
-    const needsChannel = recording !== undefined || (data.length > 1 && (this.base64 ? data[0] === 0x33 : data[0] === ERROR));
+    const needsChannel =
+      recording !== undefined || (data.length > 1 && (this.base64 ? data[0] === 0x33 : data[0] === ERROR));
     if (!needsChannel) return;
     const message = channelOf(data, this.base64);
     if (!message) return;

@@ -10,16 +10,37 @@ const BOOLEAN_QUERY = (name: string, description: string) =>
 /** The documentation of one upgrade; the upgrade itself is served by TerminalService, before any route. */
 const Upgrade = (kind: TerminalKind) =>
   applyDecorators(
-    ApiHeader({ name: 'x-cluster-name', required: false, description: 'The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)' }),
-    ApiQuery({ name: 'cluster', required: false, type: String, description: 'The cluster, when `x-cluster-name` cannot be sent' }),
+    ApiHeader({
+      name: 'x-cluster-name',
+      required: false,
+      description: 'The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)',
+    }),
+    ApiQuery({
+      name: 'cluster',
+      required: false,
+      type: String,
+      description: 'The cluster, when `x-cluster-name` cannot be sent',
+    }),
     ApiParam({ name: 'namespace', type: String, example: 'default' }),
     ApiParam({ name: 'name', type: String, description: 'The pod', example: 'web-0' }),
     ...(kind === 'portforward'
       ? [ApiQuery({ name: 'ports', required: true, type: String, description: 'Pod port(s) to forward, e.g. `8080`' })]
       : [
-          ApiQuery({ name: 'container', required: false, type: String, description: 'The container (required when the pod has several)' }),
+          ApiQuery({
+            name: 'container',
+            required: false,
+            type: String,
+            description: 'The container (required when the pod has several)',
+          }),
           ...(kind === 'exec'
-            ? [ApiQuery({ name: 'command', required: true, type: [String], description: 'The command and its arguments, one `command` each' })]
+            ? [
+                ApiQuery({
+                  name: 'command',
+                  required: true,
+                  type: [String],
+                  description: 'The command and its arguments, one `command` each',
+                }),
+              ]
             : []),
           BOOLEAN_QUERY('stdin', 'Pass stdin (channel 0)'),
           BOOLEAN_QUERY('stdout', 'Return stdout (channel 1)'),
@@ -30,7 +51,9 @@ const Upgrade = (kind: TerminalKind) =>
       status: 101,
       description:
         `Switching Protocols: a WebSocket speaking \`${allowedProtocols(kind).join('`, `')}\`. Authenticate with ` +
-        '`Authorization`, or the subprotocol `' + BEARER_PROTOCOL_PREFIX + '<token, base64url without padding>`, ' +
+        '`Authorization`, or the subprotocol `' +
+        BEARER_PROTOCOL_PREFIX +
+        '<token, base64url without padding>`, ' +
         "or the session cookie (only from the service's own origin or `CORS_ORIGINS`).",
     }),
     ApiErrors(400, 401, 403, 404, 409, 429, 502, 504),

@@ -96,7 +96,12 @@ export class TerminalService {
     if (caller.roles.length === 0) throw new ForbiddenException('the caller has no role: ask an administrator for one');
     const target = parseTarget(url, path === 'rest' ? req.headers['x-cluster-name'] : undefined);
     attempt.target = target;
-    const access: AccessRequest = { verb: target.kind, cluster: target.cluster, resource: 'pods', namespace: target.namespace };
+    const access: AccessRequest = {
+      verb: target.kind,
+      cluster: target.cluster,
+      resource: 'pods',
+      namespace: target.namespace,
+    };
     this.authorizer.require(caller, access);
     const allowed = allowedProtocols(target.kind);
     const protocols = offered.protocols.filter((p) => allowed.includes(p));
@@ -110,13 +115,14 @@ export class TerminalService {
     try {
       const conn = await this.gateway.connection(target.cluster);
       const client = this.gateway.asCaller(conn, caller);
-      const answer = await client.upgrade(upstreamPath(target), target.query, [...new Set(protocols.map(upstreamProtocol))]);
+      const answer = await client.upgrade(upstreamPath(target), target.query, [
+        ...new Set(protocols.map(upstreamProtocol)),
+      ]);
       if (!answer.open) {
         ticket.release();
         return this.passRefusal(socket, attempt, answer.statusCode, answer.contentType, answer.body);
       }
-      const upstream = answer.socket;
-      upstream.pause(); // nothing is lost while the client's upgrade completes
+      const upstream = answer.socket; // paused: nothing is lost while the client's upgrade completes
       const chosen = protocols.find((p) => upstreamProtocol(p) === upstream.protocol) ?? protocols[0];
       if (socket.destroyed) {
         ticket.release();

@@ -18,16 +18,32 @@ import { WebSocket, WebSocketServer } from 'ws';
 
 const EXEC_PROTOCOLS = ['v4.channel.k8s.io', 'v4.base64.channel.k8s.io', 'channel.k8s.io', 'base64.channel.k8s.io'];
 const PORTFORWARD_PROTOCOLS = ['v4.channel.k8s.io', 'v4.base64.channel.k8s.io'];
-const STREAM_PATH = /^\/(exec|attach)\/([^/]+)\/([^/]+)\/([^/]+)$|^\/(portforward)\/([^/]+)\/([^/]+)$/;
+const STREAM_PATH = /^\/(exec|attach)\/([^/]+)\/([^/]+)\/([^/]+)$|^\/(portforward|portForward)\/([^/]+)\/([^/]+)$/;
 const FILE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const MAX_FLOOD = 256 * 1024 * 1024;
 
-/** One side of a channel-protocol socket. */
+/** One side of a channel-protocol socket. Messages that arrive before a handler is set wait for it. */
 class Channels {
+  private readonly handlers: Array<(channel: number, data: Buffer) => void> = [];
+  private readonly early: Array<[number, Buffer]> = [];
+
   constructor(
     readonly ws: WebSocket,
     readonly base64: boolean,
-  ) {}
+  ) {
+    ws.on('message', (raw: Buffer, isBinary: boolean) => {
+      let message: [number, Buffer] | undefined;
+      if (this.base64 || !isBinary) {
+        const text = raw.toString('utf8');
+        if (text.length > 0) message = [Number(text[0]), Buffer.from(text.slice(1), 'base64')];
+      } else if (raw.length > 0) {
+        message = [raw[0], raw.subarray(1)];
+      }
+      if (!message) return;
+      if (this.handlers.length === 0) this.early.push(message);
+      for (const handler of this.handlers) handler(...message);
+    });
+  }
 
   send(channel: number, data: Buffer | string): Promise<void> {
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
@@ -40,17 +56,10 @@ class Channels {
     });
   }
 
-  /** Every message as (channel, bytes). */
+  /** Every message as (channel, bytes), those that came before first. */
   onMessage(handler: (channel: number, data: Buffer) => void): void {
-    this.ws.on('message', (raw: Buffer, isBinary: boolean) => {
-      if (this.base64 || !isBinary) {
-        const text = raw.toString('utf8');
-        if (text.length === 0) return;
-        handler(Number(text[0]), Buffer.from(text.slice(1), 'base64'));
-      } else if (raw.length > 0) {
-        handler(raw[0], raw.subarray(1));
-      }
-    });
+    this.handlers.push(handler);
+    for (const message of this.early.splice(0)) handler(...message);
   }
 }
 
@@ -91,7 +100,7 @@ export function serveStreams(
       return refuse(400, 'this test kubelet speaks only WebSocket (SPDY is not implemented)');
     }
     const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
-    const portForward = match[5] === 'portforward';
+    const portForward = match[5] !== undefined;
     const allowed = portForward ? PORTFORWARD_PROTOCOLS : EXEC_PROTOCOLS;
     // The kubelet's port-forward also takes no subprotocol at all (binary channels).
     if (!offered.some((p) => allowed.includes(p)) && !(portForward && offered.join('') === '')) {
@@ -101,7 +110,14 @@ export function serveStreams(
       const channels = new Channels(ws, ws.protocol.includes('base64'));
       if (portForward) {
         const [ns, pod] = [match[6], match[7]].map(decodeURIComponent);
-        void portForwardSession(channels, url.searchParams.getAll('port').flatMap((p) => p.split(',')).map(Number), `${ns}/${pod}`);
+        void portForwardSession(
+          channels,
+          url.searchParams
+            .getAll('port')
+            .flatMap((p) => p.split(','))
+            .map(Number),
+          `${ns}/${pod}`,
+        );
         return;
       }
       const [kind, ns, pod, container] = match.slice(1, 5).map(decodeURIComponent);
@@ -338,10 +354,7 @@ async function portForwardSession(channels: Channels, ports: number[], pod: stri
       void channels.send(2 * i, data).then(() => socket.resume());
     });
     socket.on('error', (error) => {
-      void channels.send(
-        2 * i + 1,
-        `an error occurred forwarding ${port} -> ${port}: ${error.message} (pod ${pod})`,
-      );
+      void channels.send(2 * i + 1, `an error occurred forwarding ${port} -> ${port}: ${error.message} (pod ${pod})`);
     });
     socket.on('close', () => channels.ws.close(1000));
   }

@@ -4,6 +4,7 @@ import { readBounded } from '../../common/read-bounded.js';
 
 /** What a cluster answered to a WebSocket upgrade. */
 export type UpgradeAnswer =
+  /** Paused: `resume()` it once its messages are listened to. */
   | { open: true; socket: WebSocket }
   /** Refused before the upgrade (a Status for an unknown pod or container, a 403…): passed on to the caller. */
   | { open: false; statusCode: number; contentType: string; body: Buffer };
@@ -33,7 +34,11 @@ export function openWebSocket(
       followRedirects: false,
     });
     socket.once('open', () => {
-      socket.removeAllListeners('error');
+      // Paused until the caller listens: a message that came now would be lost.
+      socket.pause();
+      // The owner listens for errors from now on; until then one must not crash the process.
+      socket.removeListener('error', reject);
+      socket.on('error', () => undefined);
       resolve({ open: true, socket });
     });
     socket.once('unexpected-response', (_req, res: IncomingMessage) => {
