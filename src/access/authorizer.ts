@@ -84,6 +84,9 @@ export class Authorizer {
     if (onCluster.length === 0) return deny(`your roles grant nothing on cluster '${cluster}'`);
     const granting = onCluster.find((r) => coversVerb(r.verbs, verb));
     if (granting) return allow(`role ${granting.role}`);
+    if (NAMED_ONLY_VERBS.has(verb) && onCluster.some((r) => r.verbs.includes(ANY))) {
+      return deny(`${verb} needs a role that names the verb '${verb}' (a '*' does not cover it)`);
+    }
     return deny(`your roles do not allow ${verb} on cluster '${cluster}'`);
   }
 

@@ -91,6 +91,40 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
     await app?.t.close();
   });
 
+  test('can-i, me/permissions and api-resources know the terminal verbs', async () => {
+    const canI = async (token: string, verb: string) =>
+      (
+        await request(app.t.app, 'POST', '/api/v1/auth/can-i', {
+          token,
+          body: { cluster: 'alpha', resource: 'pods', namespace: ns, verb },
+        })
+      ).body;
+    assert.equal((await canI(dev.token, 'exec')).allowed, true);
+    assert.equal((await canI(dev.token, 'portforward')).allowed, true);
+    assert.equal((await canI(app.viewer, 'exec')).allowed, false);
+    const star = await canI(starOnly, 'attach');
+    assert.equal(star.allowed, false);
+    assert.match(star.reason, /names the verb 'attach'/);
+    const resources = await request(app.t.app, 'GET', '/api/v1/clusters/alpha/api-resources', {
+      token: dev.token,
+      query: { namespace: ns },
+    });
+    assert.equal(resources.status, 200, resources.text);
+    const pods = resources.body.resources.find((r: { id: string }) => r.id === 'pods');
+    assert.deepEqual(
+      pods.allowedVerbs.filter((v: string) => ['exec', 'attach', 'portforward'].includes(v)),
+      ['exec', 'attach', 'portforward'],
+    );
+    const configmaps = resources.body.resources.find((r: { id: string }) => r.id === 'configmaps');
+    assert.ok(!configmaps.allowedVerbs.includes('exec'), 'exec is a verb of pods only');
+    const permissions = await request(app.t.app, 'GET', '/api/v1/auth/me/permissions', {
+      token: dev.token,
+      query: { cluster: 'alpha' },
+    });
+    assert.equal(permissions.status, 200, permissions.text);
+    assert.ok(JSON.stringify(permissions.body).includes('"exec"'));
+  });
+
   test('exec runs a command: its output on stdout, exit code 0 on the error channel, a normal close', async () => {
     const client = opened(
       await openTerminal(url('box', 'exec', 'command=echo&command=hello&stdout=true'), { headers: auth(dev.token) }),
