@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { kubeRequest, waitFor } from '../harness/control-plane.js';
 import { startKubelet, type Kubelet } from '../harness/kubelet.js';
 import { startClusterApp, type ClusterApp } from '../support/cluster-app.js';
+import { kubeconfigFor } from '../support/clusters.js';
 import { createUser, login } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { bearerProtocol, exitCodeOf, openTerminal, type Opened, type TerminalClient } from '../support/terminal.js';
@@ -24,6 +25,7 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
   let kubelet: Kubelet;
   let wsBase: string;
   let dev: { id: number; token: string };
+  let devName: string;
   let starOnly: string;
   let echoServer: net.Server;
   let echoPort: number;
@@ -65,7 +67,7 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
     }
     const admin = (path: string, body: unknown, method = 'POST') =>
       request(app.t.app, method, path, { token: app.admin, body });
-    const rule = (verbs: string[]) => ({ clusters: ['alpha'], namespaces: [ns], resources: ['pods'], verbs });
+    const rule = (verbs: string[]) => ({ clusters: ['alpha', 'imp'], namespaces: [ns], resources: ['pods'], verbs });
     assert.equal(
       (
         await admin('/api/v1/admin/roles', {
@@ -76,7 +78,13 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
       201,
     );
     assert.equal((await admin('/api/v1/admin/roles', { name: 'term-star', rules: [rule(['*'])] })).status, 201);
+    // The same control plane once more, impersonating: the session reaches it as the person.
+    assert.equal(
+      (await admin('/api/v1/admin/clusters', { name: 'imp', config: kubeconfigFor(app.cp), impersonate: true })).status,
+      201,
+    );
     const devUser = await createUser(app.t, { role: 'term-dev' as never });
+    devName = devUser.username;
     dev = { id: devUser.id, token: await login(app.t, devUser) };
     starOnly = await login(app.t, await createUser(app.t, { role: 'term-star' as never }));
     echoServer = net.createServer((socket) => socket.pipe(socket));
@@ -402,6 +410,41 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
     assert.equal(code, 4408);
     assert.match(reason, /idle/);
     assert.match(JSON.parse(client.text(3)).message, /no traffic for 8 s/);
+  });
+
+  test('on an impersonating cluster the session is the person: refused by the cluster without RBAC, then allowed', async () => {
+    const imp = url('box', 'exec', 'command=echo&command=as-person&stdout=true', 'imp');
+    const refused = await openTerminal(imp, { headers: auth(dev.token) });
+    assert.ok(!refused.ok);
+    assert.equal(refused.status, 403);
+    assert.ok(
+      (JSON.parse(refused.body) as { message: string }).message.includes(
+        `User "cas:${devName}" cannot get resource "pods/exec"`,
+      ),
+      refused.body,
+    );
+    const made = await kubeRequest(app.cp, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
+      metadata: { name: 'exec' },
+      rules: [{ apiGroups: [''], resources: ['pods', 'pods/exec'], verbs: ['get', 'create'] }],
+    });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    const bound = await kubeRequest(
+      app.cp,
+      'POST',
+      `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`,
+      {
+        metadata: { name: 'exec' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'exec' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'cas:role:term-dev' }],
+      },
+    );
+    assert.equal(bound.status, 201, JSON.stringify(bound.body));
+    const client = await waitFor('the RoleBinding to take effect', async () => {
+      const result = await openTerminal(imp, { headers: auth(dev.token) });
+      return result.ok ? result.client : undefined;
+    });
+    await client.closed;
+    assert.equal(client.text(1), 'as-person\n');
   });
 
   test('one session breaking never touches another', async () => {
