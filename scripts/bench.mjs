@@ -6,6 +6,7 @@
 // directly, through `kubectl proxy` (Debian's kubectl 1.20.2) and through the service, in one run.
 //
 //   BENCH_SECONDS=10 (per measurement)   BENCH_USERS=100000   BENCH_SKIP_POSTGRES=1   BENCH_PROFILE=dir
+//   BENCH_PARTS=resources,users (default); also lists (issue 32), apply (issue 33), terminal (issue 31)
 //   (BENCH_PROFILE: the service runs with --cpu-prof and writes its profile into dir)
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -17,6 +18,8 @@ import pg from 'pg';
 import Database from 'better-sqlite3';
 import { kubeRequest, sharedControlPlane } from '../build/test/harness/control-plane.js';
 import { kubeconfigFor } from '../build/test/support/clusters.js';
+import { startKubelet } from '../build/test/harness/kubelet.js';
+import { openTerminal } from '../build/test/support/terminal.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const USERS = Number(process.env.BENCH_USERS ?? 100_000);
@@ -899,10 +902,100 @@ async function listsPart() {
 }
 
 
+/**
+ * Issue 31: 100 interactive exec sessions on one replica each echo a line (20 rounds) while another
+ * session streams 50 MiB of output; the p99 of the echo round trips and the service's RSS growth.
+ * The test kubelet (the harness's, in this process) runs the shells behind the real apiserver.
+ */
+async function terminalPart() {
+  const SESSIONS = Number(process.env.BENCH_TERMINAL_SESSIONS ?? 100);
+  const ROUNDS = 20;
+  const FLOOD = 50 * MIB;
+  const dataDir = await mkdtemp(join(tmp, 'term-'));
+  const service = await startService(
+    {
+      CAS_DATA_DIR: dataDir,
+      CAS_BOOTSTRAP_USERNAME: 'admin',
+      CAS_BOOTSTRAP_PASSWORD: 'bench-password-1',
+      CAS_EXEC_MAX_SESSIONS_PER_CALLER: String(SESSIONS + 10),
+    },
+    'service (terminal)',
+  );
+  const { token } = await service.api('POST', '/api/v1/auth/login', {
+    body: { username: 'admin', password: 'bench-password-1' },
+  });
+  await service.api('POST', '/api/v1/admin/clusters', { token, body: { name: 'bench', config: kubeconfigFor(cp) } });
+  const ns = `bench-term-${process.pid}`;
+  const nodeName = `bench-term-node-${process.pid}`;
+  await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
+  const kubelet = await startKubelet(cp, nodeName);
+  cleanups.push(async () => {
+    await kubelet.stop();
+    await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);
+  });
+  await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/pods`, {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'box', namespace: ns },
+    spec: { nodeName, automountServiceAccountToken: false, containers: [{ name: 'app', image: 'example.invalid/x' }] },
+  });
+  const url = `${service.base.replace(/^http/, 'ws')}/api/v1/pods/${ns}/box/exec?command=sh&stdin=true&stdout=true&cluster=bench`;
+  const open = async () => {
+    const opened = await openTerminal(url, { headers: { authorization: `Bearer ${token}` } });
+    if (!opened.ok) throw new Error(`exec refused: ${opened.status} ${opened.body}`);
+    return opened.client;
+  };
+  // Warm up, then the baseline.
+  const warm = await open();
+  warm.send(0, 'echo warm\n');
+  await warm.waitFor('warm');
+  warm.ws.close();
+  await new Promise((r) => setTimeout(r, 2000));
+  const before = await rssOf(service.child.pid);
+  let peak = before;
+  const sampler = setInterval(async () => (peak = Math.max(peak, await rssOf(service.child.pid))), 200);
+
+  const sessions = [];
+  for (let i = 0; i < SESSIONS; i++) sessions.push(await open());
+  const flood = await open();
+  let flooded = 0;
+  flood.ws.on('message', (m) => (flooded += m.length - 1));
+  const floodStarted = Date.now();
+  flood.send(0, `flood ${FLOOD}\n`);
+  const latencies = [];
+  await Promise.all(
+    sessions.map(async (session, i) => {
+      for (let r = 0; r < ROUNDS; r++) {
+        const line = `s${i}-r${r}`;
+        const sent = performance.now();
+        session.send(0, `echo ${line}\n`);
+        await session.waitFor(line, 1, 30_000);
+        latencies.push(performance.now() - sent);
+      }
+    }),
+  );
+  const echoesDoneAt = Date.now();
+  while (flooded < FLOOD && Date.now() - floodStarted < 120_000) await new Promise((r) => setTimeout(r, 50));
+  const floodSeconds = (Date.now() - floodStarted) / 1000;
+  clearInterval(sampler);
+  for (const s of [...sessions, flood]) s.ws.close();
+  await Promise.all([...sessions, flood].map((s) => s.closed));
+  latencies.sort((a, b) => a - b);
+  const q = (p) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))];
+  console.log(
+    `terminal: ${SESSIONS} sessions × ${ROUNDS} echoes during a ${mib(FLOOD)} output stream: ` +
+      `p50 ${q(0.5).toFixed(1)} ms, p95 ${q(0.95).toFixed(1)} ms, p99 ${q(0.99).toFixed(1)} ms; ` +
+      `the stream ${mib(flooded)} in ${floodSeconds.toFixed(1)} s (echoes done after ${((echoesDoneAt - floodStarted) / 1000).toFixed(1)} s); ` +
+      `RSS ${mib(before)} → peak ${mib(peak)}`,
+  );
+  await service.stop();
+  return { p99: q(0.99), growth: peak - before, flooded, sessions: SESSIONS };
+}
 const resources = PARTS.has('resources') ? await resourcesPart() : undefined;
 const lists = PARTS.has('lists') ? await listsPart() : undefined;
 const users = PARTS.has('users') ? await usersPart() : undefined;
 const applied = PARTS.has('apply') ? await applyPart() : undefined;
+const terminal = PARTS.has('terminal') ? await terminalPart() : undefined;
 
 // ---------------------------------------------------------------- goals
 if (resources) {
@@ -1024,6 +1117,15 @@ if (lists) {
   goal('lists: change → next page within 1 s (p99 of 200)', changeP99 <= 1000, `${changeP99} ms`);
   goal('lists: change → CHANGED within 1.5 s', noticeMax <= 1500, `max ${noticeMax} ms`);
   goal('lists: search over 3 clusters × 6 types, 8 conn, p95 ≤ 30 ms', search.p95 <= 30, `${search.p95.toFixed(2)} ms`);
+}
+if (terminal) {
+  goal(
+    `${terminal.sessions} interactive sessions echo a line, p99 ≤ 50 ms, while a 50 MiB output stream runs`,
+    terminal.p99 <= 50,
+    `${terminal.p99.toFixed(1)} ms`,
+  );
+  goal('RSS growth during the terminal load ≤ 64 MiB', terminal.growth <= 64 * MIB, `+${mib(terminal.growth)}`);
+  goal('the 50 MiB stream arrived whole', terminal.flooded >= 50 * MIB, mib(terminal.flooded));
 }
 console.log('\nGoals (issue 11):');
 for (const v of verdicts) console.log('  ' + v);

@@ -54,6 +54,11 @@ export const API_TAGS: Array<{ name: string; description: string }> = [
   { name: 'Audit', description: 'Who changed what, and who was refused: the audit log.' },
   { name: 'Health', description: 'Liveness and readiness probes.' },
   {
+    name: 'Terminal',
+    description:
+      'Exec, attach and port-forward in a pod over WebSocket (the Kubernetes channel protocols), as the caller, audited and optionally recorded.',
+  },
+  {
     name: 'Kubernetes API',
     description:
       "Each cluster's own Kubernetes API under the service's users, roles and audit: what kubectl, client-go and @kubernetes/client-node use with a kubeconfig from `POST /api/v1/auth/kubeconfig`.",

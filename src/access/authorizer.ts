@@ -8,6 +8,7 @@ import {
   coversVerb,
   type GrantedRule,
   isNamedOnly,
+  NAMED_ONLY_VERBS,
   type Verb,
 } from './rules.js';
 
@@ -83,6 +84,9 @@ export class Authorizer {
     if (onCluster.length === 0) return deny(`your roles grant nothing on cluster '${cluster}'`);
     const granting = onCluster.find((r) => coversVerb(r.verbs, verb));
     if (granting) return allow(`role ${granting.role}`);
+    if (NAMED_ONLY_VERBS.has(verb) && onCluster.some((r) => r.verbs.includes(ANY))) {
+      return deny(`${verb} needs a role that names the verb '${verb}' (a '*' does not cover it)`);
+    }
     return deny(`your roles do not allow ${verb} on cluster '${cluster}'`);
   }
 
@@ -111,6 +115,9 @@ export class Authorizer {
       const byWildcard = onCluster.some((r) => coversVerb(r.verbs, verb) && r.resources.includes(ANY));
       if (byWildcard && isNamedOnly(resource)) {
         return `${verb} on ${resource} needs a role that names '${resource}' (a '*' does not cover it)`;
+      }
+      if (NAMED_ONLY_VERBS.has(verb) && onCluster.some((r) => r.verbs.includes(ANY))) {
+        return `${verb} on ${resource} needs a role that names the verb '${verb}' (a '*' does not cover it)`;
       }
       return `your roles do not allow ${verb} on ${resource} on cluster '${cluster}'`;
     }

@@ -1,6 +1,24 @@
-/** What a caller may do to a resource: the Kubernetes verbs the routes use, and `log` for pod logs. */
-export const VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'log'] as const;
+/**
+ * What a caller may do to a resource: the Kubernetes verbs the routes use, `log` for pod logs, and
+ * the terminal's `exec`, `attach` and `portforward` on pods.
+ */
+export const VERBS = [
+  'get',
+  'list',
+  'watch',
+  'create',
+  'update',
+  'patch',
+  'delete',
+  'log',
+  'exec',
+  'attach',
+  'portforward',
+] as const;
 export type Verb = (typeof VERBS)[number];
+
+/** Verbs a `*` never covers: running commands in a pod or reaching its ports needs a rule that names them. */
+export const NAMED_ONLY_VERBS: ReadonlySet<string> = new Set(['exec', 'attach', 'portforward']);
 
 /** Stands for every value of a rule's list. */
 export const ANY = '*';
@@ -54,5 +72,5 @@ export function coversNamespace(list: readonly string[], namespace: string | nul
 }
 
 export function coversVerb(list: readonly string[], verb: string): boolean {
-  return coversName(list, verb);
+  return list.includes(verb) || (list.includes(ANY) && !NAMED_ONLY_VERBS.has(verb));
 }

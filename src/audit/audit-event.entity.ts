@@ -80,4 +80,12 @@ export class AuditEventEntity {
    */
   @Column({ type: 'integer', default: 1 })
   count: number;
+
+  /** Terminal sessions: what the session was and, on its end row, how it ended (JSON; never input or output). */
+  @Column({ type: 'text', nullable: true })
+  detail: string | null;
+
+  /** A terminal session's end row with CAS_EXEC_RECORDING=output: its output as asciicast v2 (≤ 1 MiB). */
+  @Column({ type: 'text', nullable: true, select: false })
+  recording?: string | null;
 }

@@ -4,7 +4,11 @@ import type { Caller } from '../auth/caller.js';
 import { auditFactsOf, isWriteMethod } from './audit-facts.js';
 import type { AuditEventEntity } from './audit-event.entity.js';
 
-export type AuditRow = Omit<AuditEventEntity, 'id'>;
+/** A row to store; `detail` and `recording` only terminal sessions have. */
+export type AuditRow = Omit<AuditEventEntity, 'id' | 'detail' | 'recording'> & {
+  detail?: string | null;
+  recording?: string | null;
+};
 
 /** The kinds of object an admin route's `:id` (or a create's new `id`) names, by the path segment before it. */
 const TARGET_KINDS: Record<string, string> = {

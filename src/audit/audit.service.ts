@@ -1,4 +1,4 @@
-import { BadRequestException, Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { BadRequestException, Inject, NotFoundException, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { LessThan, Repository } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
@@ -41,6 +41,8 @@ const ROW_KEYS = [
   'uid',
   'resourceVersion',
   'count',
+  'detail',
+  'recording',
 ] as const satisfies ReadonlyArray<keyof AuditRow>;
 const COLUMNS = ROW_KEYS.map((key) => `"${key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}"`).join(', ');
 
@@ -65,6 +67,7 @@ export function toAuditEventResponse(e: AuditEventEntity): AuditEventDto {
     uid: e.uid,
     resourceVersion: e.resourceVersion,
     count: e.count,
+    detail: e.detail ? (JSON.parse(e.detail) as Record<string, unknown>) : null,
   };
 }
 
@@ -194,7 +197,7 @@ export class AuditService implements OnModuleDestroy {
     const tuples = batch.map((row) => {
       const start = values.length;
       for (const key of ROW_KEYS) {
-        const value = row[key];
+        const value = row[key] ?? null;
         values.push(value instanceof Date && sqlite ? value.toISOString().replace('T', ' ').replace('Z', '') : value);
       }
       return '(' + ROW_KEYS.map((_, i) => (sqlite ? '?' : `$${start + i + 1}`)).join(', ') + ')';
@@ -231,7 +234,20 @@ export class AuditService implements OnModuleDestroy {
     return { events: events.map(toAuditEventResponse), total, page: query.page, size: query.size };
   }
 
-  /** Deletes rows older than the retention; returns how many. */
+  /** A terminal session's recording (asciicast v2), by the id of its end row: 404 when there is none. */
+  async getRecording(id: number): Promise<string> {
+    const row = await this.events
+      .createQueryBuilder('e')
+      .select('e.id')
+      .addSelect('e.recording')
+      .where('e.id = :id', { id })
+      .getOne();
+    if (!row) throw new NotFoundException(`audit event ${id} not found`);
+    if (!row.recording) throw new NotFoundException(`audit event ${id} has no recording`);
+    return row.recording;
+  }
+
+  /** Deletes rows older than the retention (their recordings with them); returns how many. */
   async prune(now = new Date()): Promise<number> {
     const cutoff = new Date(now.getTime() - this.config.audit.retentionDays * 86_400_000);
     const result = await this.events.delete({ at: LessThan(cutoff) });

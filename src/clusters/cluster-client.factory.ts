@@ -220,14 +220,14 @@ export class ClusterClientFactory implements OnModuleDestroy {
   private transport(
     server: URL,
     tls: ConnectionTls,
-  ): Pick<ClusterConnection, 'server' | 'pathPrefix' | 'dispatcher' | 'connectTimeoutMs' | 'refusedAddress'> {
+  ): Pick<ClusterConnection, 'server' | 'pathPrefix' | 'dispatcher' | 'tls' | 'connectTimeoutMs' | 'refusedAddress'> {
     const policy: AddressPolicy = { allowLinkLocal: this.config.limits.allowLinkLocalClusters };
     const connectTimeoutMs = Math.min(this.config.clusterRequestTimeoutSeconds * 1000, 10_000);
-    const dispatcher = new Pool(server.origin, {
-      connect: { ...tls, lookup: policyLookup(policy) as never, timeout: connectTimeoutMs },
-    });
+    const lookup = policyLookup(policy) as never;
+    const dispatcher = new Pool(server.origin, { connect: { ...tls, lookup, timeout: connectTimeoutMs } });
     return {
       server,
+      tls: Object.freeze({ ...tls, lookup }),
       pathPrefix: server.pathname.length > 1 ? server.pathname.replace(/\/+$/, '') : '',
       dispatcher,
       connectTimeoutMs,

@@ -24,6 +24,11 @@ export interface ClusterConnection {
    * certificate/key, TLS settings and address policy.
    */
   dispatcher: Dispatcher;
+  /**
+   * The same TLS settings and address policy for a connection of its own (a WebSocket upgrade, which
+   * leaves the pool): what `tls.connect` takes.
+   */
+  tls: Readonly<Record<string, unknown>>;
   /** How long the pool tries to connect before it gives up (absent: no bound of its own). */
   connectTimeoutMs?: number;
   /**

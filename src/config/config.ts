@@ -40,6 +40,8 @@ export interface AppConfig {
   watch: WatchConfig;
   /** The list caches behind paged list queries (CONTRACT.md §13). */
   listCache: { maxObjects: number; idleSeconds: number };
+  /** Terminal sessions (exec, attach, port-forward): limits and timers (CONTRACT §12). */
+  exec: ExecConfig;
   audit: AuditConfig;
   metrics: MetricsConfig;
   /** API keys one user may own (CAS_API_KEYS_PER_USER); creating one more is a 409. */
@@ -104,6 +106,21 @@ export interface MetricsConfig {
   host: string;
   /** Time-out of one query to a cluster's metrics endpoint (its Prometheus). */
   queryTimeoutSeconds: number;
+}
+
+export interface ExecConfig {
+  /** Concurrent terminal sessions (exec, attach, port-forward) of the whole process; more → 429. */
+  maxSessions: number;
+  /** Concurrent terminal sessions of one user (its sessions and API keys together) in this process; more → 429. */
+  maxSessionsPerCaller: number;
+  /** A session with no traffic either way for this long is closed. */
+  idleMs: number;
+  /** A session is closed after this long, whatever it does. */
+  maxMs: number;
+  /** WebSocket ping interval. */
+  pingMs: number;
+  /** `output`: each session's output is kept as an asciicast v2 recording with its audit row. */
+  recording: 'off' | 'output';
 }
 
 export interface AuditConfig {
@@ -536,6 +553,22 @@ function metricsFrom(env: Env, host: string): MetricsConfig {
   };
 }
 
+function execFrom(env: Env): ExecConfig {
+  const recording = env.CAS_EXEC_RECORDING || 'off';
+  if (recording !== 'off' && recording !== 'output') {
+    throw new ConfigError(`CAS_EXEC_RECORDING must be off or output, got '${recording}'`);
+  }
+  const maxSessions = integer(env, 'CAS_EXEC_MAX_SESSIONS', 500, 1, 100000);
+  return {
+    maxSessions,
+    maxSessionsPerCaller: Math.min(integer(env, 'CAS_EXEC_MAX_SESSIONS_PER_CALLER', 10, 1, 100000), maxSessions),
+    idleMs: integer(env, 'CAS_EXEC_IDLE_SECONDS', 1800, 1, 7 * 86400) * 1000,
+    maxMs: integer(env, 'CAS_EXEC_MAX_SECONDS', 86400, 1, 30 * 86400) * 1000,
+    pingMs: integer(env, 'CAS_EXEC_PING_SECONDS', 30, 1, 300) * 1000,
+    recording,
+  };
+}
+
 function auditFrom(env: Env): AuditConfig {
   const log = env.CAS_AUDIT_LOG || 'off';
   if (log !== 'off' && log !== 'stdout') throw new ConfigError(`CAS_AUDIT_LOG must be off or stdout, got '${log}'`);
@@ -610,6 +643,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       maxObjects: integer(env, 'CAS_LIST_CACHE_MAX_OBJECTS', 200_000, 1, 100_000_000),
       idleSeconds: integer(env, 'CAS_LIST_CACHE_IDLE_SECONDS', 600, 1, 86_400),
     },
+    exec: execFrom(env),
     limits: {
       maxJsonDepth: integer(env, 'CAS_MAX_JSON_DEPTH', 64, 2, 1000),
       requestTimeoutSeconds: integer(env, 'CAS_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),

@@ -5,7 +5,9 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { OpenAPIObject } from '@nestjs/swagger';
 import { InjectRepository } from '@nestjs/typeorm';
 import type { FastifyInstance } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { Repository } from 'typeorm';
 import { registerAudit } from '../audit/audit.hook.js';
 import { AuditService } from '../audit/audit.service.js';
@@ -19,6 +21,7 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { recordHttpRequest, NO_ROUTE } from '../observability/service-metrics.js';
 import { METRICS_PATH } from '../observability/service-endpoint.js';
 import { StreamOwner } from '../streams/stream-owner.js';
+import { TerminalService } from '../terminal/terminal.service.js';
 import { UserEntity } from '../users/user.entity.js';
 import { answeringSockets, rawError } from './raw-error.js';
 import { Server as TlsServer } from 'node:tls';
@@ -81,6 +84,7 @@ export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
  * 2. Connections: at most CAS_MAX_CONNECTIONS_PER_ADDRESS per client address (503 beyond).
  * 3. `onRequest`: security headers and the request id; the drain (503 once shutting down; streams end);
  *    the audit clock; cookies, CORS; authentication (before any body is read).
+ *    WebSocket upgrades (the terminal) bypass Fastify: the server's `upgrade` event goes to TerminalService.
  * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded; YAML
  *    (apply) as text for the route's bounded parse; on the Kubernetes API path every body passes on unread.
  * 5. `onSend`/`onResponse`: audit rows, request metrics.
@@ -103,6 +107,7 @@ export class HttpEdge {
     @InjectRepository(UserEntity) private readonly users: Repository<UserEntity>,
     private readonly audit: AuditService,
     private readonly streams: StreamOwner,
+    private readonly terminal: TerminalService,
   ) {}
 
   /** Registers everything on the app's Fastify instance; call before `app.init()`. */
@@ -145,7 +150,12 @@ export class HttpEdge {
       done();
     });
     // SIGTERM: streams end at once, so their clients reconnect to another replica.
-    attachDrain(app, fastify).onDrain(() => this.streams.closeAll());
+    const drain = attachDrain(app, fastify);
+    drain.onDrain(() => this.streams.closeAll());
+    // WebSocket upgrades (exec, attach, port-forward) never reach Fastify: the terminal answers them all.
+    fastify.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.terminal.handleUpgrade(req, socket, head, drain.isDraining),
+    );
     registerAudit(fastify, this.audit);
     await app.register(cookie);
     // Without allowed origins CORS adds nothing to any answer: the plugin is not registered at all.

@@ -22,6 +22,9 @@ const DISCOVERY = [
 /** Subresources that are the object seen another way: the parent's verb on the parent (the subresource routes' rule). */
 const PARENT_VERB_SUBRESOURCES = new Set(['status', 'scale']);
 const PARENT_VERBS = new Set(['get', 'update', 'patch']);
+/** Pods' subresources that are the terminal's verbs of the same name (CONTRACT §12). */
+const TERMINAL_SUBRESOURCES = new Set(['exec', 'attach', 'portforward']);
+const TERMINAL_METHOD_VERBS = new Set(['get', 'create']);
 /** The verbs RequestInfo gives a resource request (besides `proxy`). */
 const RESOURCE_VERBS = new Set(['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection']);
 
@@ -83,6 +86,9 @@ export function kubeAccessOf(info: RequestInfo, cluster: string): KubeAccess {
       kind: 'resource',
       request: { verb: info.verb as Verb, cluster, resource: `${id}${STATUS_SUFFIX}`, namespace },
     };
+  } else if (TERMINAL_SUBRESOURCES.has(info.subresource) && id === 'pods' && TERMINAL_METHOD_VERBS.has(info.verb)) {
+    // The apiserver authorizes a WebSocket GET as `get` and a SPDY POST as `create`: both are the terminal verb.
+    verb = info.subresource as Verb;
   } else if (PARENT_VERB_SUBRESOURCES.has(info.subresource) && PARENT_VERBS.has(info.verb)) {
     verb = info.verb as Verb;
   } else {

@@ -7,6 +7,9 @@ import { ClusterAccessReview, type ReviewAttributes } from '../clusters/gateway/
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { ResourceDiscovery } from './discovery.js';
 import type { ApiResourceDto, ApiResourceListDto, ApiResourceSchemaDto } from './dto/api-resources.dto.js';
+
+/** Verbs of pods' subresources (logs and the terminal), not in discovery's verbs. */
+const POD_ONLY_VERBS: ReadonlySet<string> = new Set(['log', 'exec', 'attach', 'portforward']);
 import { parseResourceId, resourceIdOf as idOf } from './resource-path.js';
 
 type Definitions = Record<string, Record<string, unknown>>;
@@ -56,7 +59,7 @@ export class ApiResourcesService {
     const ns = namespace ?? null;
     const resources: ApiResourceDto[] = types.map((t) => {
       const id = idOf(t);
-      const served = VERBS.filter((v) => (v === 'log' ? id === 'pods' : t.verbs.includes(v)));
+      const served = VERBS.filter((v) => (POD_ONLY_VERBS.has(v) ? id === 'pods' : t.verbs.includes(v)));
       return {
         id,
         name: t.plural,

@@ -7,7 +7,8 @@ import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { streamOpened } from '../observability/service-metrics.js';
 
-export type StreamKind = 'watch' | 'log';
+/** `exec`: every terminal session (exec, attach, port-forward), which share their limits. */
+export type StreamKind = 'watch' | 'log' | 'exec';
 
 /** A long-lived response as its owner sees it. Sources (a shared watch, a pod's log) feed it; the owner decides whether it may keep flowing. */
 export interface OwnedStream {
@@ -30,6 +31,8 @@ export interface OwnedStream {
   end(code: number, reason: string, message: string): void;
   /** Keeps an idle stream alive through proxies (an SSE comment); optional. */
   heartbeat?(): void;
+  /** Called every second: a stream's own clocks (a terminal's pings, idle and maximum time); optional. */
+  tick?(now: number): void;
 }
 
 /** A slot taken for a stream before anything else happens: released once, when the stream ends or never starts. */
@@ -37,12 +40,13 @@ export interface StreamTicket {
   release(): void;
 }
 
+/** How often streams' own clocks are asked. */
+const TICK_MS = 1000;
 /** Credentials resolved at the same time during one re-check. */
 const RECHECK_CONCURRENCY = 8;
 
 /**
- * The one owner of every long-lived response of this process (watches, logs; exec and port-forward
- * next): admission within the per-user and per-replica limits of the configuration (429 beyond), the
+ * The one owner of every long-lived response of this process (watches, logs, terminal sessions): admission within the per-user and per-replica limits of the configuration (429 beyond), the
  * slot reserved before any await; re-authorization of every stream on one timer (the credential
  * resolved again, the service's rules, the cluster unchanged and enabled, and on an impersonating
  * cluster the cluster's own answer for the person); heartbeats; and one shutdown path.
@@ -52,10 +56,11 @@ export class StreamOwner implements OnModuleDestroy {
   private readonly logger = new Logger(StreamOwner.name);
   private readonly streams = new Set<OwnedStream>();
   private readonly tickets = new Map<OwnedStream, StreamTicket>();
-  private readonly open = { watch: 0, log: 0 };
+  private readonly open = { watch: 0, log: 0, exec: 0 };
   private readonly perUser = new Map<string, number>();
   private recheckTimer?: NodeJS.Timeout;
   private heartbeatTimer?: NodeJS.Timeout;
+  private tickTimer?: NodeJS.Timeout;
   private rechecking = false;
   private stopping = false;
 
@@ -78,11 +83,13 @@ export class StreamOwner implements OnModuleDestroy {
     if (this.stopping) {
       throw new HttpException('the service is shutting down; try again', HttpStatus.SERVICE_UNAVAILABLE);
     }
-    const watch = this.config.watch;
+    const { watch, exec } = this.config;
     const [total, perUser, what] =
       kind === 'watch'
         ? [watch.maxStreams, watch.maxStreamsPerCaller, 'watch streams']
-        : [watch.maxLogStreams, watch.maxLogStreamsPerUser, 'log streams'];
+        : kind === 'log'
+          ? [watch.maxLogStreams, watch.maxLogStreamsPerUser, 'log streams']
+          : [exec.maxSessions, exec.maxSessionsPerCaller, 'terminal sessions'];
     if (this.open[kind] >= total) {
       throw tooMany(`too many ${what} on this replica (at most ${total}); try again later`);
     }
@@ -226,13 +233,19 @@ export class StreamOwner implements OnModuleDestroy {
     this.heartbeatTimer = setInterval(() => {
       for (const stream of this.streams) stream.heartbeat?.();
     }, this.config.watch.heartbeatMs).unref();
+    this.tickTimer = setInterval(() => {
+      const now = Date.now();
+      for (const stream of this.streams) stream.tick?.(now);
+    }, TICK_MS).unref();
   }
 
   private unschedule(): void {
     clearInterval(this.recheckTimer);
     clearInterval(this.heartbeatTimer);
+    clearInterval(this.tickTimer);
     this.recheckTimer = undefined;
     this.heartbeatTimer = undefined;
+    this.tickTimer = undefined;
   }
 }
 

@@ -1,5 +1,7 @@
 // A node for a test control plane: a real `Node` object whose kubelet endpoint is a minimal
-// HTTPS server on loopback, so the real apiserver has somewhere to proxy pod logs to.
+// HTTPS server on loopback, so the real apiserver has somewhere to proxy pod logs to, and exec,
+// attach and port-forward upgrades (kubelet-streams.ts: WebSocket channel protocols, harmless
+// commands only, port-forward to loopback servers the test starts).
 //
 //   const node = await startKubelet(cp, 'node-a');        // registers Node node-a
 //   create a Pod with spec.nodeName: 'node-a' through the apiserver
@@ -28,6 +30,7 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { KUBELET_CLIENT_CN, makeKubeletServingCert } from './certs.js';
 import { kubeRequest, type ControlPlane } from './control-plane.js';
+import { serveStreams } from './kubelet-streams.js';
 
 export interface Kubelet {
   nodeName: string;
@@ -90,19 +93,18 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
     return log;
   };
 
+  const authorized = (req: IncomingMessage) => {
+    if (!requiresClientCert) return true;
+    const socket = req.socket as TLSSocket;
+    return socket.authorized && socket.getPeerCertificate()?.subject?.CN === KUBELET_CLIENT_CN;
+  };
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     requests.push(req.url ?? '');
     const fail = (status: number, message: string) => {
       res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' });
       res.end(message);
     };
-    if (requiresClientCert) {
-      const socket = req.socket as TLSSocket;
-      const peer = socket.getPeerCertificate();
-      if (!socket.authorized || peer?.subject?.CN !== KUBELET_CLIENT_CN) {
-        return fail(401, 'Unauthorized');
-      }
-    }
+    if (!authorized(req)) return fail(401, 'Unauthorized');
     const url = new URL(req.url ?? '/', 'https://kubelet');
     const match = LOG_PATH.exec(url.pathname);
     if (req.method !== 'GET' || !match) return fail(404, '404 page not found');
@@ -176,6 +178,7 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
     { cert, key, ca, requestCert: requiresClientCert, rejectUnauthorized: false },
     handle,
   );
+  const streams = serveStreams(server, { workDir: work, requests, authorized });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -244,6 +247,7 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
     },
     async stop() {
       for (const log of logs.values()) for (const follower of [...log.followers]) follower(null);
+      streams.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await kubeRequest(cp, 'DELETE', `/api/v1/nodes/${nodeName}`).catch(() => undefined);

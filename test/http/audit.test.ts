@@ -197,6 +197,7 @@ describe('GET /api/v1/admin/audit', () => {
       'at',
       'clientAddress',
       'count',
+      'detail',
       'id',
       'method',
       'operation',

@@ -76,6 +76,8 @@ const CONSOLE_OPERATION_IDS = [
   'replaceSubresource',
   'patchSubresource',
 ];
+/** Issue 31: the terminal's WebSocket upgrades and the recordings of its sessions. */
+const TERMINAL_OPERATION_IDS = ['execPod', 'attachPod', 'portForwardPod', 'getAuditRecording'];
 /** One user and one cluster by id, beside their PUT and DELETE. */
 const SINGLE_GET_OPERATION_IDS = ['getUser', 'getCluster'];
 /** The Kubernetes API path (one passthrough operation per method) and its kubeconfigs (CONTRACT §11). */
@@ -125,6 +127,7 @@ describe('OpenAPI document', () => {
             ...SINGLE_GET_OPERATION_IDS,
             ...KUBE_OPERATION_IDS,
             ...APPLY_OPERATION_IDS,
+            ...TERMINAL_OPERATION_IDS,
           ].includes(op.operationId),
           `${label}: ${op.operationId}`,
         );

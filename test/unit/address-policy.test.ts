@@ -97,6 +97,7 @@ describe('address policy', () => {
       server,
       pathPrefix: '',
       dispatcher,
+      tls: {},
       refusedAddress: refusedServer(server, { allowLinkLocal: false }) ?? undefined,
       authHeaders: () => ({}),
       impersonate: false,

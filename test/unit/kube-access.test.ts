@@ -22,6 +22,8 @@ const ROLES: Record<string, AccessRule[]> = {
   ],
   'other-cluster': [{ clusters: ['b'], namespaces: ['*'], resources: ['*'], verbs: ['*'] }],
   'shop-status': [{ clusters: ['a'], namespaces: ['shop'], resources: ['deployments.apps/status'], verbs: ['patch'] }],
+  'shop-term': [{ clusters: ['a'], namespaces: ['shop'], resources: ['pods'], verbs: ['get', 'exec', 'portforward'] }],
+  star: [{ clusters: ['a'], namespaces: ['*'], resources: ['*'], verbs: ['*'] }],
 };
 
 function caller(role: string): Caller {
@@ -98,9 +100,17 @@ const CASES: Array<[string, string, string, boolean, string]> = [
   ['viewer', 'GET', '/api/v1/namespaces/shop/secrets', false, 'list secrets shop'],
   ['viewer', 'GET', '/api/v1/nodes', true, 'list nodes null'],
   // what the rules cannot express: admin only
-  ['shop-dev', 'POST', '/api/v1/namespaces/shop/pods/p/exec', false, 'only the admin role'],
-  ['shop-dev', 'GET', '/api/v1/namespaces/shop/pods/p/attach', false, 'only the admin role'],
-  ['shop-dev', 'POST', '/api/v1/namespaces/shop/pods/p/portforward', false, 'only the admin role'],
+  // The terminal's verbs: granted only by a rule naming them (CONTRACT §12); WebSocket GET and SPDY POST alike.
+  ['shop-dev', 'POST', '/api/v1/namespaces/shop/pods/p/exec', false, 'do not allow exec on pods'],
+  ['shop-dev', 'GET', '/api/v1/namespaces/shop/pods/p/attach', false, 'do not allow attach on pods'],
+  ['shop-dev', 'POST', '/api/v1/namespaces/shop/pods/p/portforward', false, 'do not allow portforward on pods'],
+  ['shop-term', 'GET', '/api/v1/namespaces/shop/pods/p/exec', true, 'role shop-term'],
+  ['shop-term', 'POST', '/api/v1/namespaces/shop/pods/p/portforward', true, 'role shop-term'],
+  ['shop-term', 'GET', '/api/v1/namespaces/other/pods/p/exec', false, "namespace 'other'"],
+  ['shop-term', 'GET', '/api/v1/namespaces/shop/pods/p/attach', false, 'do not allow attach on pods'],
+  ['star', 'GET', '/api/v1/namespaces/shop/pods/p/exec', false, "names the verb 'exec'"],
+  ['star', 'GET', '/api/v1/namespaces/shop/pods/p', true, 'role star'],
+  ['viewer', 'GET', '/api/v1/namespaces/shop/pods/p/exec', false, 'do not allow exec on pods'],
   ['shop-dev', 'POST', '/api/v1/namespaces/shop/pods/p/eviction', false, 'only the admin role'],
   ['viewer', 'GET', '/api/v1/namespaces/shop/services/s/proxy/x', false, 'only the admin role'],
   ['viewer', 'GET', '/api/v1/proxy/nodes/n1', false, 'only the admin role'],

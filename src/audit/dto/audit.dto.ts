@@ -119,6 +119,19 @@ export class AuditEventDto {
    */
   @ApiProperty({ type: 'integer', minimum: 1 })
   count: number;
+  /**
+   * Terminal sessions (exec, attach, port-forward): on the start row `event: "start"`, `container`,
+   * `command`, `tty`, `ports`; on the end row `event: "end"`, `durationMs`, `exitCode` (when the channel
+   * carried one), `bytesIn`, `bytesOut`, `reason`, and `recording: true` when
+   * `GET /api/v1/admin/audit/{id}/recording` has its output. Null for every other call.
+   */
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    nullable: true,
+    example: { event: 'end', durationMs: 5230, exitCode: 0, bytesIn: 12, bytesOut: 40, recording: true },
+  })
+  detail: Record<string, unknown> | null;
 }
 
 export class AuditEventListDto {

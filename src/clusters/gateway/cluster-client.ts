@@ -5,6 +5,7 @@ import type { ClusterConnection } from '../cluster-connection.js';
 import { STREAM, type ClusterAnswer, type ClusterResponse, type Gather } from './answer.js';
 import { exchange } from './exchange.js';
 import { badAnswer, readAnswer, translateFailure } from './failures.js';
+import { openWebSocket, type UpgradeAnswer } from './upgrade.js';
 
 export const USER_AGENT = 'cluster-admin-service/1';
 
@@ -99,6 +100,26 @@ export class ClusterClient {
       return JSON.parse(body.toString('utf8'));
     } catch {
       throw badAnswer(this.target, `${what} with something that is not JSON`);
+    }
+  }
+
+  /**
+   * A WebSocket to `path` (exec, attach, port-forward) with the same credentials, TLS, address policy
+   * and identity as every other call, offering `protocols`: open, or the cluster's refusal to pass on.
+   */
+  async upgrade(path: string, query: URLSearchParams, protocols: string[]): Promise<UpgradeAnswer> {
+    const { conn } = this;
+    try {
+      if (conn.refusedAddress !== undefined) throw new AddressNotAllowedError(conn.refusedAddress);
+      const url = new URL(conn.server.origin);
+      url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+      url.pathname = conn.pathPrefix + path;
+      url.search = query.toString();
+      const headers: Record<string, string | string[]> = { 'user-agent': this.userAgent, ...conn.authHeaders() };
+      if (this.identity) Object.assign(headers, impersonationHeaders(this.identity));
+      return await openWebSocket(url, protocols, headers, conn.tls, this.timeoutMs);
+    } catch (error) {
+      throw translateFailure(this.target, error, this.timeoutMs);
     }
   }
 

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ApplyResourcesData, ApplyResourcesErrors, ApplyResourcesResponses, CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SearchResourcesData, SearchResourcesErrors, SearchResourcesResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
+import type { ApplyResourcesData, ApplyResourcesErrors, ApplyResourcesResponses, AttachPodData, AttachPodErrors, AttachPodResponses, CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, ExecPodData, ExecPodErrors, ExecPodResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetAuditRecordingData, GetAuditRecordingErrors, GetAuditRecordingResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PortForwardPodData, PortForwardPodErrors, PortForwardPodResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SearchResourcesData, SearchResourcesErrors, SearchResourcesResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -1366,6 +1366,29 @@ export const listAuditEvents = <ThrowOnError extends boolean = false>(options?: 
 });
 
 /**
+ * The output of a terminal session (never its input) as an asciicast v2 recording, by the id of the session's end row (its detail.recording is true); kept while the row is.
+ *
+ * The output of a terminal session (never its input) as an asciicast v2 recording, by the id of the
+ * session's end row (its `detail.recording` is true); kept while the row is. Recorded only with
+ * `CAS_EXEC_RECORDING=output`, at most 1 MiB per session (then a marker says it was cut).
+ *
+ * Needs the admin role (a user with role `admin`, or an admin API key).
+ */
+export const getAuditRecording = <ThrowOnError extends boolean = false>(options: Options<GetAuditRecordingData, ThrowOnError>) => (options.client ?? client).get<GetAuditRecordingResponses, GetAuditRecordingErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/admin/audit/{id}/recording',
+    ...options
+});
+
+/**
  * Deletes an object, or a collection (deletecollection: kubectl delete --all).
  *
  * Deletes: DELETE on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
@@ -1509,4 +1532,67 @@ export const createKubeconfig = <ThrowOnError extends boolean = false>(options: 
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * Runs a command in a pod's container over a WebSocket (the Kubernetes channel protocol).
+ *
+ * Runs a command in a pod's container over a WebSocket (the Kubernetes channel protocol).
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const execPod = <ThrowOnError extends boolean = false>(options: Options<ExecPodData, ThrowOnError>) => (options.client ?? client).get<ExecPodResponses, ExecPodErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/pods/{namespace}/{name}/exec',
+    ...options
+});
+
+/**
+ * Attaches to the running process of a pod's container over a WebSocket.
+ *
+ * Attaches to the running process of a pod's container over a WebSocket.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const attachPod = <ThrowOnError extends boolean = false>(options: Options<AttachPodData, ThrowOnError>) => (options.client ?? client).get<AttachPodResponses, AttachPodErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/pods/{namespace}/{name}/attach',
+    ...options
+});
+
+/**
+ * Forwards connections to a pod's port(s) over a WebSocket (two channels per port: data and error).
+ *
+ * Forwards connections to a pod's port(s) over a WebSocket (two channels per port: data and error).
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const portForwardPod = <ThrowOnError extends boolean = false>(options: Options<PortForwardPodData, ThrowOnError>) => (options.client ?? client).get<PortForwardPodResponses, PortForwardPodErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/pods/{namespace}/{name}/portforward',
+    ...options
 });

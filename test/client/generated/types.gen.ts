@@ -63,7 +63,7 @@ export type CanIDto = {
      * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
      */
     namespace?: string | null;
-    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log';
+    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
 };
 
 export type DecisionDto = {
@@ -212,7 +212,7 @@ export type RoleRuleDto = {
     /**
      * Verbs, or '*' for all of them
      */
-    verbs: Array<'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | '*'>;
+    verbs: Array<'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward' | '*'>;
 };
 
 export type CreateRoleDto = {
@@ -571,7 +571,7 @@ export type ApiResourceDto = {
     /**
      * The verbs of this service the caller may use on the type (`log` on pods), as the routes decide them.
      */
-    allowedVerbs: Array<'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log'>;
+    allowedVerbs: Array<'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward'>;
     namespaced: boolean;
 };
 
@@ -843,6 +843,15 @@ export type AuditEventDto = {
      * Past 10 usernames per address the name is null; past 10,000 tallies the address is null too.
      */
     count: number;
+    /**
+     * Terminal sessions (exec, attach, port-forward): on the start row `event: "start"`, `container`,
+     * `command`, `tty`, `ports`; on the end row `event: "end"`, `durationMs`, `exitCode` (when the channel
+     * carried one), `bytesIn`, `bytesOut`, `reason`, and `recording: true` when
+     * `GET /api/v1/admin/audit/{id}/recording` has its output. Null for every other call.
+     */
+    detail: {
+        [key: string]: unknown;
+    } | null;
     actor: AuditActorDto;
     /**
      * The route's operationId.
@@ -5025,6 +5034,56 @@ export type ListAuditEventsResponses = {
 
 export type ListAuditEventsResponse = ListAuditEventsResponses[keyof ListAuditEventsResponses];
 
+export type GetAuditRecordingData = {
+    body?: never;
+    path: {
+        /**
+         * The id of the session's end row
+         */
+        id: number;
+    };
+    query?: never;
+    url: '/api/v1/admin/audit/{id}/recording';
+};
+
+export type GetAuditRecordingErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetAuditRecordingError = GetAuditRecordingErrors[keyof GetAuditRecordingErrors];
+
+export type GetAuditRecordingResponses = {
+    /**
+     * asciicast v2: a header line, then `[seconds, "o", text]` lines
+     */
+    200: string;
+};
+
+export type GetAuditRecordingResponse = GetAuditRecordingResponses[keyof GetAuditRecordingResponses];
+
 export type DeleteKubernetesApiData = {
     body?: never;
     path: {
@@ -5477,3 +5536,282 @@ export type CreateKubeconfigResponses = {
 };
 
 export type CreateKubeconfigResponse = CreateKubeconfigResponses[keyof CreateKubeconfigResponses];
+
+export type ExecPodData = {
+    body?: never;
+    headers?: {
+        /**
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         */
+        'x-cluster-name'?: string;
+    };
+    path: {
+        namespace: string;
+        /**
+         * The pod
+         */
+        name: string;
+    };
+    query: {
+        /**
+         * The cluster, when `x-cluster-name` cannot be sent
+         */
+        cluster?: string;
+        /**
+         * The container (required when the pod has several)
+         */
+        container?: string;
+        /**
+         * The command and its arguments, one `command` each
+         */
+        command: Array<string>;
+        /**
+         * Pass stdin (channel 0)
+         */
+        stdin?: boolean;
+        /**
+         * Return stdout (channel 1)
+         */
+        stdout?: boolean;
+        /**
+         * Return stderr (channel 2; not with tty)
+         */
+        stderr?: boolean;
+        /**
+         * Allocate a terminal (resize on channel 4)
+         */
+        tty?: boolean;
+    };
+    url: '/api/v1/pods/{namespace}/{name}/exec';
+};
+
+export type ExecPodErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Too many attempts; try again after `Retry-After` seconds
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ExecPodError = ExecPodErrors[keyof ExecPodErrors];
+
+export type ExecPodResponses = {
+    200: unknown;
+};
+
+export type AttachPodData = {
+    body?: never;
+    headers?: {
+        /**
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         */
+        'x-cluster-name'?: string;
+    };
+    path: {
+        namespace: string;
+        /**
+         * The pod
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * The cluster, when `x-cluster-name` cannot be sent
+         */
+        cluster?: string;
+        /**
+         * The container (required when the pod has several)
+         */
+        container?: string;
+        /**
+         * Pass stdin (channel 0)
+         */
+        stdin?: boolean;
+        /**
+         * Return stdout (channel 1)
+         */
+        stdout?: boolean;
+        /**
+         * Return stderr (channel 2; not with tty)
+         */
+        stderr?: boolean;
+        /**
+         * Allocate a terminal (resize on channel 4)
+         */
+        tty?: boolean;
+    };
+    url: '/api/v1/pods/{namespace}/{name}/attach';
+};
+
+export type AttachPodErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Too many attempts; try again after `Retry-After` seconds
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type AttachPodError = AttachPodErrors[keyof AttachPodErrors];
+
+export type AttachPodResponses = {
+    200: unknown;
+};
+
+export type PortForwardPodData = {
+    body?: never;
+    headers?: {
+        /**
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         */
+        'x-cluster-name'?: string;
+    };
+    path: {
+        namespace: string;
+        /**
+         * The pod
+         */
+        name: string;
+    };
+    query: {
+        /**
+         * The cluster, when `x-cluster-name` cannot be sent
+         */
+        cluster?: string;
+        /**
+         * Pod port(s) to forward, e.g. `8080`
+         */
+        ports: string;
+    };
+    url: '/api/v1/pods/{namespace}/{name}/portforward';
+};
+
+export type PortForwardPodErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Too many attempts; try again after `Retry-After` seconds
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type PortForwardPodError = PortForwardPodErrors[keyof PortForwardPodErrors];
+
+export type PortForwardPodResponses = {
+    200: unknown;
+};

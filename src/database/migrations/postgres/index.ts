@@ -13,6 +13,7 @@ import { UserListIdPageIndexes1795400000000 } from './1795400000000-UserListIdPa
 import { UserCount1795410000000 } from './1795410000000-UserCount.js';
 import { AuditEventCount1795420000000 } from './1795420000000-AuditEventCount.js';
 import { ApiKeyNamesPerOwner1795420000001 } from './1795420000001-ApiKeyNamesPerOwner.js';
+import { AuditSessionDetail1795430000000 } from './1795430000000-AuditSessionDetail.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -31,4 +32,5 @@ export const POSTGRES_MIGRATIONS = [
   UserCount1795410000000,
   AuditEventCount1795420000000,
   ApiKeyNamesPerOwner1795420000001,
+  AuditSessionDetail1795430000000,
 ];

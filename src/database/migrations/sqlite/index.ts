@@ -9,6 +9,7 @@ import { MetricsStatus1795352102410 } from './1795352102410-MetricsStatus.js';
 import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js';
 import { AuditEventCount1795420000000 } from './1795420000000-AuditEventCount.js';
 import { ApiKeyNamesPerOwner1795420000001 } from './1795420000001-ApiKeyNamesPerOwner.js';
+import { AuditSessionDetail1795430000000 } from './1795430000000-AuditSessionDetail.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const SQLITE_MIGRATIONS = [
@@ -23,4 +24,5 @@ export const SQLITE_MIGRATIONS = [
   UserListIndexes1795353245680,
   AuditEventCount1795420000000,
   ApiKeyNamesPerOwner1795420000001,
+  AuditSessionDetail1795430000000,
 ];

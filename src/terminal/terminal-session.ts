@@ -1,0 +1,211 @@
+import type { StringDecoder } from 'node:string_decoder';
+import { WebSocket, type RawData } from 'ws';
+import type { AccessRequest } from '../access/authorizer.js';
+import type { Caller } from '../auth/caller.js';
+import type { ClusterConnection } from '../clusters/cluster-connection.js';
+import type { OwnedStream } from '../streams/stream-owner.js';
+import type { AsciicastRecording } from './recording.js';
+import {
+  channelMessage,
+  channelOf,
+  endStatus,
+  ERROR,
+  exitCodeOf,
+  isBase64,
+  RESIZE,
+  STDERR,
+  STDOUT,
+  textDecoders,
+  type TerminalKind,
+} from './terminal-protocol.js';
+
+/** Bytes a side may have queued toward the other before the other is paused (backpressure). */
+const HIGH_WATER = 256 * 1024;
+const LOW_WATER = 64 * 1024;
+
+/** How a session ended, for its audit row. */
+export interface SessionEnd {
+  durationMs: number;
+  exitCode?: number;
+  bytesIn: number;
+  bytesOut: number;
+  reason: string;
+  recording?: string;
+}
+
+export interface SessionOptions {
+  kind: TerminalKind;
+  caller: Caller;
+  secret: string;
+  cluster: ClusterConnection;
+  access: AccessRequest[];
+  client: WebSocket;
+  upstream: WebSocket;
+  /** The subprotocol agreed with the client (the cluster's may differ: `portforward.k8s.io`). */
+  protocol: string;
+  pingMs: number;
+  idleMs: number;
+  maxMs: number;
+  recording?: AsciicastRecording;
+  onEnd(end: SessionEnd): void;
+}
+
+/**
+ * One terminal session: two WebSockets relayed message for message (byte for byte, the channel
+ * framing untouched), each side paused while the other has too much queued. The owner (StreamOwner)
+ * re-authorizes it, ticks its clocks (pings, idle and maximum time) and ends it on shutdown. It reads
+ * the channels only to count bytes, take the exit code, and record output (never input).
+ */
+export class TerminalSession implements OwnedStream {
+  readonly kind = 'exec' as const;
+  readonly caller: Caller;
+  readonly secret: string;
+  readonly cluster: ClusterConnection;
+  readonly access: readonly AccessRequest[];
+  private readonly startedAt = Date.now();
+  private lastTraffic = Date.now();
+  private lastPing = Date.now();
+  private bytesIn = 0;
+  private bytesOut = 0;
+  private exitCode?: number;
+  private ended = false;
+  private readonly base64: boolean;
+  private readonly decoders: Map<number, StringDecoder> = textDecoders();
+
+  constructor(private readonly o: SessionOptions) {
+    this.caller = o.caller;
+    this.secret = o.secret;
+    this.cluster = o.cluster;
+    this.access = o.access;
+    this.base64 = isBase64(o.protocol);
+    this.relay(o.client, o.upstream, (data) => this.fromClient(data));
+    this.relay(o.upstream, o.client, (data) => this.fromCluster(data));
+    o.client.on('close', (code, reason) => this.closed('client', code, reason.toString()));
+    o.upstream.on('close', (code, reason) => this.closed('cluster', code, reason.toString()));
+    o.client.on('error', () => this.closed('client', 1006, 'the client connection failed'));
+    o.upstream.on('error', () => this.closed('cluster', 1006, 'the cluster connection failed'));
+    // The cluster may have gone while the client's upgrade completed.
+    if (o.upstream.readyState !== WebSocket.OPEN) this.closed('cluster', 1006, 'the cluster connection failed');
+  }
+
+  /** Ends the session for a reason of the service's: a Status on the error channel, then a close frame. */
+  end(code: number, reason: string, message: string): void {
+    if (this.ended) return;
+    const { client } = this.o;
+    if (this.o.kind !== 'portforward' && client.readyState === WebSocket.OPEN) {
+      const frame = channelMessage(ERROR, endStatus(this.o.protocol, code, reason, message), this.base64);
+      client.send(frame.data, { binary: frame.binary });
+    }
+    this.finish(message);
+    // 1001 (going away) when the service stops, so clients reconnect; otherwise 4000 + the HTTP status.
+    closeSocket(client, code === 503 ? 1001 : 4000 + code, message);
+    closeSocket(this.o.upstream, 1000, 'the session has ended');
+  }
+
+  tick(now: number): void {
+    if (now - this.startedAt >= this.o.maxMs) {
+      this.end(408, 'Timeout', `the session reached its maximum duration (${this.o.maxMs / 1000} s) and has ended`);
+    } else if (now - this.lastTraffic >= this.o.idleMs) {
+      this.end(408, 'Timeout', `no traffic for ${this.o.idleMs / 1000} s: the idle session has ended`);
+    } else if (now - this.lastPing >= this.o.pingMs) {
+      this.lastPing = now;
+      for (const ws of [this.o.client, this.o.upstream]) if (ws.readyState === WebSocket.OPEN) ws.ping();
+    }
+  }
+
+  private relay(from: WebSocket, to: WebSocket, observe: (data: Buffer) => void): void {
+    let queued = 0;
+    let paused = false;
+    from.on('message', (raw: RawData, isBinary: boolean) => {
+      const data = Buffer.isBuffer(raw) ? raw : Buffer.concat(Array.isArray(raw) ? raw : [Buffer.from(raw)]);
+      this.lastTraffic = Date.now();
+      observe(data);
+      if (to.readyState !== WebSocket.OPEN) return;
+      queued += data.length;
+      to.send(data, { binary: isBinary }, () => {
+        queued -= data.length;
+        if (paused && queued <= LOW_WATER) {
+          paused = false;
+          from.resume();
+        }
+      });
+      if (!paused && queued > HIGH_WATER) {
+        paused = true;
+        from.pause();
+      }
+    });
+  }
+
+  private fromClient(data: Buffer): void {
+    this.bytesIn += Math.max(0, data.length - 1);
+    const recording = this.o.recording;
+    if (!recording) return;
+    const message = channelOf(data, this.base64);
+    if (message?.channel !== RESIZE) return;
+    try {
+      const size = JSON.parse(message.payload.toString('utf8')) as { Width?: unknown; Height?: unknown };
+      if (Number.isInteger(size.Width) && Number.isInteger(size.Height)) {
+        recording.resize(size.Width as number, size.Height as number);
+      }
+    } catch {
+      // not a size: the cluster ignores it too
+    }
+  }
+
+  private fromCluster(data: Buffer): void {
+    this.bytesOut += Math.max(0, data.length - 1);
+    if (this.o.kind === 'portforward') return;
+    const recording = this.o.recording;
+    const needsChannel =
+      recording !== undefined || (data.length > 1 && (this.base64 ? data[0] === 0x33 : data[0] === ERROR));
+    if (!needsChannel) return;
+    const message = channelOf(data, this.base64);
+    if (!message) return;
+    if (message.channel === ERROR) {
+      const code = exitCodeOf(message.payload);
+      if (code !== undefined) this.exitCode = code;
+    } else if (recording && (message.channel === STDOUT || message.channel === STDERR)) {
+      recording.output(this.decoders.get(message.channel)!.write(message.payload));
+    }
+  }
+
+  private closed(side: 'client' | 'cluster', code: number, reason: string): void {
+    if (this.ended) return;
+    const other = side === 'client' ? this.o.upstream : this.o.client;
+    if (side === 'cluster') {
+      // The command ended (a normal close), or the cluster broke the connection.
+      const normal = code === 1000 || code === 1005;
+      this.finish(normal ? 'the command ended' : `the cluster closed the session (${code} ${reason})`.trim());
+      closeSocket(other, normal ? 1000 : 1011, normal ? reason : 'the cluster broke the connection');
+    } else {
+      this.finish('the client closed the session');
+      closeSocket(other, 1000, 'the client closed the session');
+    }
+  }
+
+  private finish(reason: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.o.onEnd({
+      durationMs: Date.now() - this.startedAt,
+      exitCode: this.exitCode,
+      bytesIn: this.bytesIn,
+      bytesOut: this.bytesOut,
+      reason,
+      recording: this.o.recording?.toString(),
+    });
+  }
+}
+
+/** A close frame when the socket is open (a reason is at most 123 bytes), else nothing more to do. */
+function closeSocket(ws: WebSocket, code: number, reason: string): void {
+  if (ws.readyState === WebSocket.OPEN) {
+    let text = reason;
+    while (Buffer.byteLength(text) > 123) text = text.slice(0, -1);
+    ws.close(code, text);
+    // A peer that never answers the close frame is cut off.
+    setTimeout(() => ws.terminate(), 5000).unref();
+  } else if (ws.readyState === WebSocket.CONNECTING) {
+    ws.terminate();
+  }
+}

@@ -1,0 +1,297 @@
+import { ForbiddenException, HttpException, Inject, Injectable, Logger, UnauthorizedException } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { type AccessRequest, Authorizer } from '../access/authorizer.js';
+import type { AuditRow } from '../audit/audit-row.js';
+import { AuditService } from '../audit/audit.service.js';
+import type { Caller } from '../auth/caller.js';
+import { CredentialsService } from '../auth/credentials.service.js';
+import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../auth/session-cookie.js';
+import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
+import { errorBody, toErrorResponse } from '../common/filters/http-exception.filter.js';
+import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { kubeStatus } from '../kube/kube-status.js';
+import { StreamOwner } from '../streams/stream-owner.js';
+import { AsciicastRecording } from './recording.js';
+import { isTerminalPath, parseTarget, type TerminalTarget, upstreamPath } from './terminal-request.js';
+import { allowedProtocols, offeredProtocols, upstreamProtocol } from './terminal-protocol.js';
+import { type SessionEnd, TerminalSession } from './terminal-session.js';
+
+/** The operationIds of the three upgrades, as audit rows name them. */
+const OPERATIONS = { exec: 'execPod', attach: 'attachPod', portforward: 'portForwardPod' } as const;
+const AGREED = Symbol('cas:agreed-protocol');
+type AgreedRequest = IncomingMessage & { [AGREED]?: string };
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** What a refusal before the upgrade needs to be answered and audited. */
+interface Attempt {
+  requestId: string;
+  path: 'rest' | 'kube';
+  caller?: Caller;
+  target?: TerminalTarget;
+  clientAddress: string | null;
+}
+
+/**
+ * The terminal (CONTRACT §12): every WebSocket upgrade of the service arrives here (the edge hands
+ * over the Node server's `upgrade` event). In order, before anything is sent to a cluster: the path
+ * and query, the credential (the session cookie only from an allowed Origin), the service's rules, the
+ * subprotocol, a slot from the stream owner. Then the cluster is asked for the same upgrade through
+ * the gateway, as the caller; only when it accepts is the client's upgrade completed. Every refusal
+ * before that is an HTTP answer; after it, a close code and reason.
+ */
+@Injectable()
+export class TerminalService {
+  private readonly logger = new Logger(TerminalService.name);
+  private readonly wss = new WebSocketServer({
+    noServer: true,
+    perMessageDeflate: false,
+    maxPayload: 64 * 1024 * 1024,
+    // The protocol answered is the one the cluster agreed to (never the token a client sent as one).
+    handleProtocols: (_offered, request) => (request as AgreedRequest)[AGREED] ?? false,
+  });
+  private readonly ownOrigins: Set<string>;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly credentials: CredentialsService,
+    private readonly authorizer: Authorizer,
+    private readonly gateway: ClusterGateway,
+    private readonly streams: StreamOwner,
+    private readonly audit: AuditService,
+  ) {
+    this.ownOrigins = new Set([new URL(config.kube.publicUrl).origin, ...config.corsOrigins]);
+  }
+
+  /** The Node server's `upgrade` event. `draining`: the service is shutting down (503). */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, draining: boolean): void {
+    const header = req.headers['x-request-id'];
+    const attempt: Attempt = {
+      requestId: typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID(),
+      path: 'rest',
+      clientAddress: req.socket.remoteAddress ?? null,
+    };
+    socket.on('error', () => socket.destroy());
+    this.upgrade(req, socket, head, attempt, draining).catch((error: unknown) => this.refuse(socket, attempt, error));
+  }
+
+  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, attempt: Attempt, draining: boolean) {
+    const url = new URL(req.url ?? '/', 'http://service');
+    const path = isTerminalPath(url.pathname);
+    if (!path) throw new HttpException('no WebSocket is served at this path', 404);
+    attempt.path = path;
+    if (draining) throw new HttpException('the service is shutting down; try again', 503);
+    if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
+      throw new HttpException(
+        `only WebSocket upgrades are served here (SPDY, '${String(req.headers.upgrade).slice(0, 32)}', is not): use a WebSocket client`,
+        400,
+      );
+    }
+    const offered = offeredProtocols(req.headers['sec-websocket-protocol']);
+    const secret = this.credentialOf(req, offered.token);
+    const caller = await this.credentials.resolve(secret);
+    attempt.caller = caller;
+    if (caller.roles.length === 0) throw new ForbiddenException('the caller has no role: ask an administrator for one');
+    const target = parseTarget(url, path === 'rest' ? req.headers['x-cluster-name'] : undefined);
+    attempt.target = target;
+    const access: AccessRequest = {
+      verb: target.kind,
+      cluster: target.cluster,
+      resource: 'pods',
+      namespace: target.namespace,
+    };
+    this.authorizer.require(caller, access);
+    const allowed = allowedProtocols(target.kind);
+    const protocols = offered.protocols.filter((p) => allowed.includes(p));
+    if (protocols.length === 0) {
+      throw new HttpException(
+        `a WebSocket subprotocol is required: offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ') || 'none'})`,
+        400,
+      );
+    }
+    const ticket = this.streams.admit(caller, 'exec');
+    try {
+      const conn = await this.gateway.connection(target.cluster);
+      const client = this.gateway.asCaller(conn, caller);
+      const answer = await client.upgrade(upstreamPath(target), target.query, [
+        ...new Set(protocols.map(upstreamProtocol)),
+      ]);
+      if (!answer.open) {
+        ticket.release();
+        return this.passRefusal(socket, attempt, answer.statusCode, answer.contentType, answer.body);
+      }
+      const upstream = answer.socket; // paused: nothing is lost while the client's upgrade completes
+      const chosen = protocols.find((p) => upstreamProtocol(p) === upstream.protocol) ?? protocols[0];
+      if (socket.destroyed) {
+        ticket.release();
+        upstream.terminate();
+        return;
+      }
+      (req as AgreedRequest)[AGREED] = chosen;
+      this.wss.handleUpgrade(req, socket, head, (ws) => {
+        this.start({ ws, upstream, chosen, caller, secret, conn, access, target, attempt, ticket });
+      });
+    } catch (error) {
+      ticket.release();
+      throw error;
+    }
+  }
+
+  private start(o: {
+    ws: WebSocket;
+    upstream: WebSocket;
+    chosen: string;
+    caller: Caller;
+    secret: string;
+    conn: Awaited<ReturnType<ClusterGateway['connection']>>;
+    access: AccessRequest;
+    target: TerminalTarget;
+    attempt: Attempt;
+    ticket: ReturnType<StreamOwner['admit']>;
+  }): void {
+    const { target } = o;
+    const recording =
+      this.config.exec.recording === 'output' && target.kind !== 'portforward'
+        ? new AsciicastRecording(`${target.cluster}/${target.namespace}/${target.pod} ${target.kind}`)
+        : undefined;
+    const exec = this.config.exec;
+    this.record(o.attempt, 101, { event: 'start', kind: target.kind, ...target.facts });
+    const session: TerminalSession = new TerminalSession({
+      kind: target.kind,
+      caller: o.caller,
+      secret: o.secret,
+      cluster: o.conn,
+      access: [o.access],
+      client: o.ws,
+      upstream: o.upstream,
+      protocol: o.chosen,
+      pingMs: exec.pingMs,
+      idleMs: exec.idleMs,
+      maxMs: exec.maxMs,
+      recording,
+      onEnd: (end: SessionEnd) => {
+        this.streams.release(session);
+        const { recording: cast, ...facts } = end;
+        this.record(o.attempt, 101, { event: 'end', kind: target.kind, ...facts, recording: cast !== undefined }, cast);
+      },
+    });
+    this.streams.own(session, o.ticket);
+    o.upstream.resume();
+  }
+
+  /**
+   * The credential: `Authorization`, else the subprotocol token, else the session cookie — which a
+   * browser sends to any site's WebSocket, so only from the service's own origin or CORS_ORIGINS.
+   */
+  private credentialOf(req: IncomingMessage, subprotocolToken: string | undefined): string {
+    const header = req.headers.authorization?.trim();
+    if (header) return /^Bearer\s+(.+)$/i.exec(header)?.[1].trim() ?? header;
+    if (subprotocolToken) return subprotocolToken;
+    const cookie = sessionCookie(req.headers.cookie);
+    if (!cookie) throw new UnauthorizedException('authentication required');
+    const origin = req.headers.origin;
+    if (!origin || !this.originAllowed(origin, req.headers.host)) {
+      throw new ForbiddenException(
+        `the session cookie is accepted only from the service's own origin or CORS_ORIGINS; origin '${String(origin ?? 'none').slice(0, 200)}' is not allowed`,
+      );
+    }
+    return cookie;
+  }
+
+  private originAllowed(origin: string, host: string | undefined): boolean {
+    if (this.ownOrigins.has(origin)) return true;
+    try {
+      return host !== undefined && new URL(origin).host === host;
+    } catch {
+      return false;
+    }
+  }
+
+  /** A refusal before the upgrade: the service's error shape, or a `Status` on the Kubernetes path. */
+  private refuse(socket: Duplex, attempt: Attempt, error: unknown): void {
+    const { body, headers } = toErrorResponse(error, attempt.requestId, this.logger);
+    const message = Array.isArray(body.message) ? body.message.join('; ') : body.message;
+    const payload =
+      attempt.path === 'kube'
+        ? JSON.stringify(kubeStatus(body.statusCode, message))
+        : JSON.stringify(errorBody(body.statusCode, body.message, attempt.requestId));
+    if (body.statusCode === 403 || (body.statusCode === 401 && attempt.caller)) {
+      this.record(attempt, body.statusCode, { event: 'refused', reason: message });
+    }
+    writeHttp(socket, body.statusCode, 'application/json', Buffer.from(payload), attempt.requestId, headers);
+  }
+
+  /** The cluster refused the upgrade (unknown pod or container, the cluster's own 403…): its answer, passed on. */
+  private passRefusal(socket: Duplex, attempt: Attempt, statusCode: number, contentType: string, body: Buffer): void {
+    if (statusCode === 403) this.record(attempt, 403, { event: 'refused', reason: 'the cluster refused it' });
+    writeHttp(socket, statusCode, contentType, body, attempt.requestId);
+  }
+
+  private record(attempt: Attempt, statusCode: number, detail: Record<string, unknown>, recording?: string): void {
+    const { caller, target } = attempt;
+    const row: AuditRow = {
+      at: new Date(),
+      actorKind: caller?.kind ?? 'anonymous',
+      actorId: caller?.id ?? null,
+      actorName: caller?.name ?? null,
+      actorKey: caller?.name.toLowerCase() ?? null,
+      clientAddress: attempt.clientAddress,
+      operation: OPERATIONS[target?.kind ?? 'exec'],
+      method: 'GET',
+      statusCode,
+      requestId: attempt.requestId,
+      targetKind: null,
+      targetId: null,
+      cluster: target?.cluster ?? null,
+      resource: 'pods',
+      namespace: target?.namespace ?? null,
+      name: target?.pod ?? null,
+      uid: null,
+      resourceVersion: null,
+      count: 1,
+      detail: JSON.stringify(detail),
+      recording: recording ?? null,
+    };
+    this.audit.record(row);
+  }
+}
+
+/** The session token in a Cookie header, under either name (the `__Host-` one first). */
+function sessionCookie(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const found = new Map<string, string>();
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    found.set(part.slice(0, eq).trim(), part.slice(eq + 1).trim());
+  }
+  const value = found.get(SECURE_SESSION_COOKIE) || found.get(SESSION_COOKIE);
+  if (!value) return undefined;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return undefined;
+  }
+}
+
+function writeHttp(
+  socket: Duplex,
+  statusCode: number,
+  contentType: string,
+  body: Buffer,
+  requestId: string,
+  headers: Record<string, string> = {},
+): void {
+  if (socket.destroyed) return;
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  const head =
+    `HTTP/1.1 ${statusCode} ${errorBody(statusCode, '', '').error}\r\n` +
+    `content-type: ${contentType.replace(/[\r\n]/g, '')}\r\ncontent-length: ${body.length}\r\n` +
+    `x-request-id: ${requestId}\r\n${extra}connection: close\r\n\r\n`;
+  socket.end(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+  setTimeout(() => socket.destroy(), 5000).unref();
+}
