@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { kubeRequest, waitFor } from '../harness/control-plane.js';
 import { startKubelet, type Kubelet } from '../harness/kubelet.js';
+import * as kubeletStreams from '../harness/kubelet-streams.js';
 import { startClusterApp, type ClusterApp } from '../support/cluster-app.js';
 import { kubeconfigFor } from '../support/clusters.js';
 import { createUser, login } from '../support/factories.js';
@@ -445,6 +446,28 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
     });
     await client.closed;
     assert.equal(client.text(1), 'as-person\n');
+  });
+
+  test("backpressure: a client that stops reading stalls the container's output; nothing is lost", async () => {
+    const client = opened(
+      await openTerminal(url('box', 'exec', 'command=sh&stdin=true&stdout=true'), { headers: auth(dev.token) }),
+    );
+    const total = 64 * 1024 * 1024;
+    const start = kubeletStreams.floodedBytes;
+    client.ws.pause();
+    client.send(0, `flood ${total}\n`);
+    await sleep(3000);
+    const stalledAt = kubeletStreams.floodedBytes - start;
+    await sleep(2000);
+    const later = kubeletStreams.floodedBytes - start;
+    assert.ok(stalledAt < total / 2, `the kubelet wrote ${stalledAt} bytes toward a client that reads nothing`);
+    assert.ok(later - stalledAt < 1024 * 1024, `still flowing: ${stalledAt} → ${later}`);
+    let received = 0;
+    client.ws.on('message', (m: Buffer) => (received += m.length - 1));
+    client.ws.resume();
+    await waitFor('the whole output', async () => received >= total, 60_000);
+    client.ws.close();
+    await client.closed;
   });
 
   test('one session breaking never touches another', async () => {

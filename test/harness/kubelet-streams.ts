@@ -286,12 +286,17 @@ async function shellLine(session: Session, line: string, nl: string, size: () =>
 }
 
 /** Writes `bytes` of output in 64 KiB messages, each after the previous one left. */
+/** Output bytes `flood` has handed to sockets that took them (their send completed), over all sessions. */
+export let floodedBytes = 0;
+
 async function flood(session: Session, bytes: number): Promise<void> {
   const chunk = Buffer.alloc(64 * 1024, 'x');
   chunk[chunk.length - 1] = 0x0a;
   for (let sent = 0; sent < bytes; sent += chunk.length) {
     if (session.channels.ws.readyState !== WebSocket.OPEN) return;
-    await session.channels.send(1, bytes - sent < chunk.length ? chunk.subarray(0, bytes - sent) : chunk);
+    const part = bytes - sent < chunk.length ? chunk.subarray(0, bytes - sent) : chunk;
+    await session.channels.send(1, part);
+    floodedBytes += part.length;
   }
 }
 
