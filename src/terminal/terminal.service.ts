@@ -1,4 +1,12 @@
-import { ForbiddenException, HttpException, Inject, Injectable, Logger, UnauthorizedException } from '@nestjs/common';
+import {
+  ForbiddenException,
+  HttpException,
+  Inject,
+  Injectable,
+  Logger,
+  type OnModuleDestroy,
+  UnauthorizedException,
+} from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -43,7 +51,9 @@ interface Attempt {
  * before that is an HTTP answer; after it, a close code and reason.
  */
 @Injectable()
-export class TerminalService {
+export class TerminalService implements OnModuleDestroy {
+  /** Upstream sockets open on a cluster whose client upgrade has not completed yet: ended with the service. */
+  private readonly pending = new Set<WebSocket>();
   private readonly logger = new Logger(TerminalService.name);
   private readonly wss = new WebSocketServer({
     noServer: true,
@@ -130,13 +140,28 @@ export class TerminalService {
         return;
       }
       (req as AgreedRequest)[AGREED] = chosen;
+      this.pending.add(upstream);
+      // A client upgrade that does not complete (the client left, a bad handshake) leaves no upstream behind.
+      const abandoned = () => {
+        if (!this.pending.delete(upstream)) return;
+        ticket.release();
+        upstream.terminate();
+      };
+      socket.once('close', abandoned);
       this.wss.handleUpgrade(req, socket, head, (ws) => {
+        socket.removeListener('close', abandoned);
+        if (!this.pending.delete(upstream)) return ws.terminate();
         this.start({ ws, upstream, chosen, caller, secret, conn, access, target, attempt, ticket });
       });
     } catch (error) {
       ticket.release();
       throw error;
     }
+  }
+
+  onModuleDestroy(): void {
+    for (const upstream of this.pending) upstream.terminate();
+    this.pending.clear();
   }
 
   private start(o: {

@@ -1,5 +1,5 @@
 import { WebSocket } from 'ws';
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import { readBounded } from '../../common/read-bounded.js';
 
 /** What a cluster answered to a WebSocket upgrade. */
@@ -41,7 +41,9 @@ export function openWebSocket(
       socket.on('error', () => undefined);
       resolve({ open: true, socket });
     });
-    socket.once('unexpected-response', (_req, res: IncomingMessage) => {
+    socket.once('unexpected-response', (req: ClientRequest, res: IncomingMessage) => {
+      // Taken now: once the answer has ended, neither the request nor the response holds it any more.
+      const connection = res.socket;
       readBounded(res, REFUSAL_LIMIT, () => new Error('refusal too large'))
         .catch(() => Buffer.alloc(0))
         .then((body) => {
@@ -51,7 +53,10 @@ export function openWebSocket(
             contentType: String(res.headers['content-type'] ?? 'text/plain'),
             body,
           });
-          res.destroy();
+          // The refusal's connection is not reused (nothing pools it): without this it stays open until the
+          // cluster closes it, one per refused session.
+          connection?.destroy();
+          req.destroy();
         }, reject);
     });
     socket.once('error', reject);
