@@ -1,4 +1,5 @@
-import { Controller, Get, Header, Param, Query } from '@nestjs/common';
+import { Controller, Get, Param, Query, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Authenticated } from '../auth/auth.decorators.js';
 import { ApiErrors } from '../common/api-errors.js';
@@ -30,14 +31,19 @@ export class AuditController {
    */
   @Authenticated({ admin: true })
   @Get(':id/recording')
-  @Header('content-type', 'application/x-asciicast')
   @ApiOkResponse({
     description: 'asciicast v2: a header line, then `[seconds, "o", text]` lines',
     content: { 'application/x-asciicast': { schema: { type: 'string' } } },
   })
   @ApiIdParam("The id of the session's end row")
   @ApiErrors(400, 404)
-  getAuditRecording(@Param('id', ParseIdPipe) id: number): Promise<string> {
-    return this.audit.getRecording(id);
+  async getAuditRecording(
+    @Param('id', ParseIdPipe) id: number,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<string> {
+    const recording = await this.audit.getRecording(id);
+    // Set on success only: an error (a bad id, 404) must still leave as JSON in the service's shape.
+    void reply.type('application/x-asciicast');
+    return recording;
   }
 }
