@@ -314,7 +314,12 @@ describe("the service-identity profile's ClusterRole is enough for the service's
       'cluster-admin-service-secrets',
     );
     await ctx.bind(`${ns}-cas-secrets`, secretsRole, { kind: 'ServiceAccount', name: 'cas', namespace: ns });
-    const created = await call('POST', `secrets/${ns}`, { metadata: { name: 'opted-in' }, stringData: { k: 'v' } });
+    // The apiserver's RBAC cache takes a moment to see a new binding: a 403 just after it is that lag.
+    let created = await call('POST', `secrets/${ns}`, { metadata: { name: 'opted-in' }, stringData: { k: 'v' } });
+    for (let i = 0; i < 20 && created.status === 403; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      created = await call('POST', `secrets/${ns}`, { metadata: { name: 'opted-in' }, stringData: { k: 'v' } });
+    }
     assert.equal(created.status, 201, created.text);
     assert.equal((await call('GET', `secrets/${ns}`)).status, 200);
   });
@@ -335,7 +340,12 @@ describe("the impersonating profile's ClusterRole is enough once the cluster imp
       kind: 'User',
       name: `cas:${ctx.admin.username}`,
     });
-    const created = await call('POST', `configmaps/${ns}`, { metadata: { name: 'watched' }, data: { a: '1' } });
+    // The apiserver's RBAC cache takes a moment to see a new binding: a 403 just after it is that lag.
+    let created = await call('POST', `configmaps/${ns}`, { metadata: { name: 'watched' }, data: { a: '1' } });
+    for (let i = 0; i < 20 && created.status === 403; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      created = await call('POST', `configmaps/${ns}`, { metadata: { name: 'watched' }, data: { a: '1' } });
+    }
     assert.equal(created.status, 201, created.text);
     await scaleLogsDelete(ctx);
   });
