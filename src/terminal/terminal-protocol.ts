@@ -17,8 +17,23 @@ export const STDERR = 2;
 export const ERROR = 3;
 export const RESIZE = 4;
 
-export function allowedProtocols(kind: TerminalKind): readonly string[] {
+/** The stream protocols of a SPDY/3.1 upgrade (kubectl ≤ 1.29), offered in `X-Stream-Protocol-Version`. */
+const SPDY_EXEC_PROTOCOLS = ['v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'];
+const SPDY_PORTFORWARD_PROTOCOLS = ['portforward.k8s.io'];
+/** The one `Upgrade` besides WebSocket: served on the Kubernetes path only, relayed byte for byte. */
+export const SPDY_UPGRADE = 'SPDY/3.1';
+
+export function allowedProtocols(kind: TerminalKind, spdy = false): readonly string[] {
+  if (spdy) return kind === 'portforward' ? SPDY_PORTFORWARD_PROTOCOLS : SPDY_EXEC_PROTOCOLS;
   return kind === 'portforward' ? PORTFORWARD_PROTOCOLS : EXEC_PROTOCOLS;
+}
+
+/** The stream protocols a SPDY client offered (the header repeated, or one comma-separated list). */
+export function streamProtocols(header: string | string[] | undefined): string[] {
+  return (Array.isArray(header) ? header : [header ?? ''])
+    .flatMap((value) => value.split(','))
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
 }
 
 /**

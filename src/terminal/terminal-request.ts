@@ -51,7 +51,12 @@ function bad(message: string): never {
 }
 
 /** Parses and bounds an upgrade request's target: 400 naming what is wrong. */
-export function parseTarget(url: URL, clusterHeader: string | string[] | undefined): TerminalTarget {
+export function parseTarget(
+  url: URL,
+  clusterHeader: string | string[] | undefined,
+  /** SPDY port-forward names its ports per stream, not in the query. */
+  spdy = false,
+): TerminalTarget {
   const rest = REST.exec(url.pathname);
   const kube = rest ? null : KUBE.exec(url.pathname);
   const [cluster, namespace, pod, kind] = rest
@@ -89,7 +94,7 @@ export function parseTarget(url: URL, clusterHeader: string | string[] | undefin
   if (verb === 'exec' && commands.length === 0) bad('command is required: repeat `command` for each argument');
   const ports = query.getAll('ports').flatMap((p) => p.split(','));
   if (verb === 'portforward') {
-    if (ports.length === 0) bad('ports is required: the pod port(s) to forward');
+    if (ports.length === 0 && !spdy) bad('ports is required: the pod port(s) to forward');
     for (const p of ports) {
       const n = Number(p);
       if (!/^\d{1,5}$/.test(p) || n < 1 || n > 65535)

@@ -103,10 +103,9 @@ export class TerminalSession implements OwnedStream {
   }
 
   tick(now: number): void {
-    if (now - this.startedAt >= this.o.maxMs) {
-      this.end(408, 'Timeout', `the session reached its maximum duration (${this.o.maxMs / 1000} s) and has ended`);
-    } else if (now - this.lastTraffic >= this.o.idleMs) {
-      this.end(408, 'Timeout', `no traffic for ${this.o.idleMs / 1000} s: the idle session has ended`);
+    const timeout = sessionTimeout(now, this.startedAt, this.lastTraffic, this.o);
+    if (timeout) {
+      this.end(408, 'Timeout', timeout);
     } else if (now - this.lastPing >= this.o.pingMs) {
       this.lastPing = now;
       for (const ws of [this.o.client, this.o.upstream]) if (ws.readyState === WebSocket.OPEN) ws.ping();
@@ -195,6 +194,20 @@ export class TerminalSession implements OwnedStream {
       recording: this.o.recording?.toString(),
     });
   }
+}
+
+/** Why a session's clock ends it now (its maximum duration, or no traffic for the idle limit), if it does. */
+export function sessionTimeout(
+  now: number,
+  startedAt: number,
+  lastTraffic: number,
+  limits: { maxMs: number; idleMs: number },
+): string | undefined {
+  if (now - startedAt >= limits.maxMs) {
+    return `the session reached its maximum duration (${limits.maxMs / 1000} s) and has ended`;
+  }
+  if (now - lastTraffic >= limits.idleMs) return `no traffic for ${limits.idleMs / 1000} s: the idle session has ended`;
+  return undefined;
 }
 
 /** A close frame when the socket is open (a reason is at most 123 bytes), else nothing more to do. */

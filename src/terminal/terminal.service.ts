@@ -1,4 +1,5 @@
 import {
+  BadGatewayException,
   ForbiddenException,
   HttpException,
   Inject,
@@ -24,7 +25,14 @@ import { kubeStatus } from '../kube/kube-status.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { AsciicastRecording } from './recording.js';
 import { isTerminalPath, parseTarget, type TerminalTarget, upstreamPath } from './terminal-request.js';
-import { allowedProtocols, offeredProtocols, upstreamProtocol } from './terminal-protocol.js';
+import { SpdyRelay } from './spdy-relay.js';
+import {
+  allowedProtocols,
+  offeredProtocols,
+  SPDY_UPGRADE,
+  streamProtocols,
+  upstreamProtocol,
+} from './terminal-protocol.js';
 import { type SessionEnd, TerminalSession } from './terminal-session.js';
 
 /** The operationIds of the three upgrades, as audit rows name them. */
@@ -93,18 +101,29 @@ export class TerminalService implements OnModuleDestroy {
     if (!path) throw new HttpException('no WebSocket is served at this path', 404);
     attempt.path = path;
     if (draining) throw new HttpException('the service is shutting down; try again', 503);
-    if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
+    const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
+    // SPDY/3.1 (kubectl ≤ 1.29) on the Kubernetes path, where kubectl is the client; WebSocket everywhere.
+    const spdy = upgrade === SPDY_UPGRADE.toLowerCase();
+    if (spdy && path === 'rest') {
       throw new HttpException(
-        `only WebSocket upgrades are served here (SPDY, '${String(req.headers.upgrade).slice(0, 32)}', is not): use a WebSocket client`,
+        'this route serves WebSocket upgrades only; SPDY/3.1 (kubectl) is served on the Kubernetes path (/api/v1/clusters/<name>/k8s/…)',
         400,
       );
     }
-    const offered = offeredProtocols(req.headers['sec-websocket-protocol']);
+    if (!spdy && upgrade !== 'websocket') {
+      throw new HttpException(
+        `only WebSocket and SPDY/3.1 upgrades are served here, not '${upgrade.slice(0, 32)}'`,
+        400,
+      );
+    }
+    const offered = spdy
+      ? { protocols: streamProtocols(req.headers['x-stream-protocol-version']), token: undefined }
+      : offeredProtocols(req.headers['sec-websocket-protocol']);
     const secret = this.credentialOf(req, offered.token);
     const caller = await this.credentials.resolve(secret);
     attempt.caller = caller;
     if (caller.roles.length === 0) throw new ForbiddenException('the caller has no role: ask an administrator for one');
-    const target = parseTarget(url, path === 'rest' ? req.headers['x-cluster-name'] : undefined);
+    const target = parseTarget(url, path === 'rest' ? req.headers['x-cluster-name'] : undefined, spdy);
     attempt.target = target;
     const access: AccessRequest = {
       verb: target.kind,
@@ -113,15 +132,25 @@ export class TerminalService implements OnModuleDestroy {
       namespace: target.namespace,
     };
     this.authorizer.require(caller, access);
-    const allowed = allowedProtocols(target.kind);
+    const allowed = allowedProtocols(target.kind, spdy);
     const protocols = offered.protocols.filter((p) => allowed.includes(p));
     if (protocols.length === 0) {
       throw new HttpException(
-        `a WebSocket subprotocol is required: offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ') || 'none'})`,
+        spdy
+          ? `X-Stream-Protocol-Version must offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ').slice(0, 200) || 'none'})`
+          : `a WebSocket subprotocol is required: offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ') || 'none'})`,
         400,
       );
     }
     const ticket = this.streams.admit(caller, 'exec');
+    if (spdy) {
+      try {
+        return await this.relaySpdy({ req, socket, head, caller, secret, access, target, attempt, ticket, protocols });
+      } catch (error) {
+        ticket.release();
+        throw error;
+      }
+    }
     try {
       const conn = await this.gateway.connection(target.cluster);
       const client = this.gateway.asCaller(conn, caller);
@@ -157,6 +186,78 @@ export class TerminalService implements OnModuleDestroy {
       ticket.release();
       throw error;
     }
+  }
+
+  /** The SPDY/3.1 upgrade asked of the cluster as the caller; once it accepts, the client's 101 and a byte relay. */
+  private async relaySpdy(o: {
+    req: IncomingMessage;
+    socket: Duplex;
+    head: Buffer;
+    caller: Caller;
+    secret: string;
+    access: AccessRequest;
+    target: TerminalTarget;
+    attempt: Attempt;
+    ticket: ReturnType<StreamOwner['admit']>;
+    protocols: string[];
+  }): Promise<void> {
+    const { socket, target, attempt, ticket } = o;
+    const conn = await this.gateway.connection(target.cluster);
+    const answer = await this.gateway
+      .asCaller(conn, o.caller)
+      .upgradeRaw(upstreamPath(target), target.query, SPDY_UPGRADE, o.protocols);
+    if (!answer.open) {
+      ticket.release();
+      return this.passRefusal(socket, attempt, answer.statusCode, answer.contentType, answer.body);
+    }
+    const upstream = answer.socket;
+    const agreed = streamProtocols(answer.headers['x-stream-protocol-version']);
+    if (socket.destroyed || agreed.length !== 1 || !o.protocols.includes(agreed[0])) {
+      ticket.release();
+      upstream.destroy();
+      if (socket.destroyed) return;
+      throw new BadGatewayException(
+        `cluster '${target.cluster}' agreed to no stream protocol the client offered for ${target.kind}`,
+      );
+    }
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${SPDY_UPGRADE}\r\n` +
+        `X-Stream-Protocol-Version: ${agreed[0]}\r\n\r\n`,
+    );
+    if (answer.head.length > 0) socket.write(answer.head);
+    if (o.head.length > 0) upstream.write(o.head);
+    const exec = this.config.exec;
+    this.record(attempt, 101, { event: 'start', kind: target.kind, protocol: SPDY_UPGRADE, ...target.facts });
+    const recording =
+      exec.recording === 'output' && target.kind !== 'portforward'
+        ? new AsciicastRecording(`${target.cluster}/${target.namespace}/${target.pod} ${target.kind}`)
+        : undefined;
+    const relay: SpdyRelay = new SpdyRelay({
+      kind: target.kind,
+      protocol: agreed[0],
+      recording,
+      caller: o.caller,
+      secret: o.secret,
+      cluster: conn,
+      access: [o.access],
+      client: socket,
+      upstream,
+      pingMs: exec.pingMs,
+      idleMs: exec.idleMs,
+      maxMs: exec.maxMs,
+      onEnd: (end) => {
+        this.streams.release(relay);
+        const { recording: cast, ...facts } = end;
+        this.record(
+          attempt,
+          101,
+          { event: 'end', kind: target.kind, protocol: SPDY_UPGRADE, ...facts, recording: cast !== undefined },
+          cast,
+        );
+      },
+    });
+    this.streams.own(relay, ticket);
+    upstream.resume();
   }
 
   onModuleDestroy(): void {

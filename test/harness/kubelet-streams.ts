@@ -3,7 +3,7 @@
 // &output=1&error=1&tty=1`, `/attach/…`, `/portforward/<ns>/<pod>?port=…`). It speaks the kubelet's
 // WebSocket channel protocols (k8s.io/apiserver wsstream): one byte (binary) or one digit (base64) of
 // channel before each message; 0 stdin, 1 stdout, 2 stderr, 3 error (v4: a Status with the exit
-// code), 4 resize. SPDY (kubectl 1.20) is not spoken: such an upgrade gets a 400 saying so.
+// code), 4 resize. SPDY/3.1 (kubectl 1.20) is served by kubelet-spdy.ts with the same sessions.
 //
 // No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep,
 // `sh -c <line>`, and `sh`, a tiny line shell confined to a temporary directory); `attach` joins a
@@ -15,6 +15,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { WebSocket, WebSocketServer } from 'ws';
+import { serveSpdy, type SpdyTarget } from './kubelet-spdy.js';
 
 const EXEC_PROTOCOLS = ['v4.channel.k8s.io', 'v4.base64.channel.k8s.io', 'channel.k8s.io', 'base64.channel.k8s.io'];
 const PORTFORWARD_PROTOCOLS = ['v4.channel.k8s.io', 'v4.base64.channel.k8s.io'];
@@ -22,8 +23,23 @@ const STREAM_PATH = /^\/(exec|attach)\/([^/]+)\/([^/]+)\/([^/]+)$|^\/(portforwar
 const FILE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const MAX_FLOOD = 256 * 1024 * 1024;
 
+/**
+ * A session's numbered channels (0 stdin, 1 stdout, 2 stderr, 3 error, 4 resize), whatever carries
+ * them: a WebSocket (below) or SPDY streams (kubelet-spdy.ts).
+ */
+export interface ChannelIO {
+  send(channel: number, data: Buffer | string): Promise<void>;
+  /** Every message as (channel, bytes), those that came before first. */
+  onMessage(handler: (channel: number, data: Buffer) => void): void;
+  /** No more input will come (the connection closed, or the client ended stdin). */
+  onInputEnd(handler: () => void): void;
+  readonly open: boolean;
+  /** Ends the session's connection (after what was sent has left). */
+  close(): void;
+}
+
 /** One side of a channel-protocol socket. Messages that arrive before a handler is set wait for it. */
-class Channels {
+class Channels implements ChannelIO {
   private readonly handlers: Array<(channel: number, data: Buffer) => void> = [];
   private readonly early: Array<[number, Buffer]> = [];
 
@@ -56,15 +72,27 @@ class Channels {
     });
   }
 
-  /** Every message as (channel, bytes), those that came before first. */
   onMessage(handler: (channel: number, data: Buffer) => void): void {
     this.handlers.push(handler);
     for (const message of this.early.splice(0)) handler(...message);
   }
+
+  onInputEnd(handler: () => void): void {
+    if (this.ws.readyState === WebSocket.CLOSED) handler();
+    else this.ws.once('close', handler);
+  }
+
+  get open(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
+  }
+
+  close(): void {
+    this.ws.close(1000);
+  }
 }
 
-interface Session {
-  channels: Channels;
+export interface Session {
+  channels: ChannelIO;
   tty: boolean;
   v4: boolean;
   stdin: boolean;
@@ -87,8 +115,9 @@ export function serveStreams(
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     options.requests.push(req.url ?? '');
     const refuse = (status: number, message: string) => {
+      const reason = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found' }[status] ?? 'Bad Request';
       socket.end(
-        `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Bad Request'}\r\ncontent-type: text/plain\r\n` +
+        `HTTP/1.1 ${status} ${reason}\r\ncontent-type: text/plain\r\n` +
           `content-length: ${Buffer.byteLength(message)}\r\nconnection: close\r\n\r\n${message}`,
       );
     };
@@ -96,9 +125,15 @@ export function serveStreams(
     const url = new URL(req.url ?? '/', 'https://kubelet');
     const match = STREAM_PATH.exec(url.pathname);
     if (!match) return refuse(404, '404 page not found');
-    if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
-      return refuse(400, 'this test kubelet speaks only WebSocket (SPDY is not implemented)');
+    const upgrade = (req.headers.upgrade ?? '').toLowerCase();
+    if (upgrade === 'spdy/3.1') {
+      const [kind, ns, pod, container] = match[5]
+        ? ['portforward', match[6], match[7]].map(decodeURIComponent)
+        : match.slice(1, 5).map(decodeURIComponent);
+      const target = { kind: kind as SpdyTarget['kind'], namespace: ns, pod, container, query: url.searchParams };
+      return serveSpdy(req, socket, head, target, options.workDir, refuse);
     }
+    if (upgrade !== 'websocket') return refuse(400, `unsupported upgrade '${upgrade}'`);
     const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
     const portForward = match[5] !== undefined;
     const allowed = portForward ? PORTFORWARD_PROTOCOLS : EXEC_PROTOCOLS;
@@ -146,7 +181,7 @@ export function serveStreams(
   };
 }
 
-async function finish(session: Session, code: number): Promise<void> {
+export async function finish(session: Session, code: number): Promise<void> {
   const { channels } = session;
   if (session.v4) {
     const status =
@@ -163,7 +198,7 @@ async function finish(session: Session, code: number): Promise<void> {
   } else if (code !== 0) {
     await channels.send(3, `command terminated with non-zero exit code: exit status ${code}`);
   }
-  channels.ws.close(1000);
+  channels.close();
 }
 
 /** Lines typed on stdin (with a tty, echoed back as a terminal does), until the socket closes. */
@@ -204,7 +239,7 @@ function lineReader(session: Session, onResize: (cols: number, rows: number) => 
       }
     }
   });
-  session.channels.ws.on('close', () => {
+  session.channels.onInputEnd(() => {
     closed = true;
     while (waiters.length) waiters.shift()!(null);
   });
@@ -218,7 +253,7 @@ function lineReader(session: Session, onResize: (cols: number, rows: number) => 
 }
 
 /** `sh`: one command per line, in the container's scratch directory only. */
-async function lineShell(session: Session): Promise<number> {
+export async function lineShell(session: Session): Promise<number> {
   let size = 'unknown';
   const reader = lineReader(session, (cols, rows) => (size = `${cols}x${rows}`));
   const nl = session.tty ? '\r\n' : '\n';
@@ -293,14 +328,14 @@ async function flood(session: Session, bytes: number): Promise<void> {
   const chunk = Buffer.alloc(64 * 1024, 'x');
   chunk[chunk.length - 1] = 0x0a;
   for (let sent = 0; sent < bytes; sent += chunk.length) {
-    if (session.channels.ws.readyState !== WebSocket.OPEN) return;
+    if (!session.channels.open) return;
     const part = bytes - sent < chunk.length ? chunk.subarray(0, bytes - sent) : chunk;
     await session.channels.send(1, part);
     floodedBytes += part.length;
   }
 }
 
-async function runCommand(session: Session, argv: string[]): Promise<number> {
+export async function runCommand(session: Session, argv: string[]): Promise<number> {
   const [command = '', ...args] = argv;
   const nl = session.tty ? '\r\n' : '\n';
   switch (command) {
@@ -320,7 +355,7 @@ async function runCommand(session: Session, argv: string[]): Promise<number> {
       session.channels.onMessage((channel, data) => {
         if (channel === 0) void session.channels.send(1, data);
       });
-      await new Promise((resolve) => session.channels.ws.once('close', resolve));
+      await new Promise<void>((resolve) => session.channels.onInputEnd(resolve));
       return 0;
     }
     default:
@@ -335,7 +370,7 @@ async function runCommand(session: Session, argv: string[]): Promise<number> {
             })
           : `exec: "${command}": executable file not found in $PATH`,
       );
-      session.channels.ws.close(1000);
+      session.channels.close();
       return -1;
   }
 }

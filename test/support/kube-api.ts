@@ -29,6 +29,8 @@ export async function startKubeApiApp(options: {
   cluster: string;
   namespace: string;
   impersonate?: boolean;
+  /** More of the service's settings (e.g. CAS_EXEC_RECORDING). */
+  env?: Record<string, string>;
 }): Promise<KubeApiApp> {
   const cp = await sharedControlPlane('a');
   const dir = await mkdtemp(join(tmpdir(), 'cas-kube-api-'));
@@ -43,6 +45,7 @@ export async function startKubeApiApp(options: {
       CAS_TLS_KEY_FILE: pki.serverKey,
       CAS_PUBLIC_URL: base,
       CAS_PUBLIC_CA_FILE: pki.caCert,
+      ...options.env,
     },
   });
   const close = async () => {

@@ -5,7 +5,7 @@ import type { ClusterConnection } from '../cluster-connection.js';
 import { STREAM, type ClusterAnswer, type ClusterResponse, type Gather } from './answer.js';
 import { exchange } from './exchange.js';
 import { badAnswer, readAnswer, translateFailure } from './failures.js';
-import { openWebSocket, type UpgradeAnswer } from './upgrade.js';
+import { openRawUpgrade, openWebSocket, type RawUpgradeAnswer, type UpgradeAnswer } from './upgrade.js';
 
 export const USER_AGENT = 'cluster-admin-service/1';
 
@@ -118,6 +118,35 @@ export class ClusterClient {
       const headers: Record<string, string | string[]> = { 'user-agent': this.userAgent, ...conn.authHeaders() };
       if (this.identity) Object.assign(headers, impersonationHeaders(this.identity));
       return await openWebSocket(url, protocols, headers, conn.tls, this.timeoutMs);
+    } catch (error) {
+      throw translateFailure(this.target, error, this.timeoutMs);
+    }
+  }
+
+  /**
+   * A raw upgrade to `path` (SPDY/3.1 for kubectl's exec, attach and port-forward), offering the
+   * stream protocols in `X-Stream-Protocol-Version`, as every other call: open (the bytes after it are
+   * relayed untouched), or the cluster's refusal to pass on.
+   */
+  async upgradeRaw(
+    path: string,
+    query: URLSearchParams,
+    protocol: string,
+    streamProtocols: string[],
+  ): Promise<RawUpgradeAnswer> {
+    const { conn } = this;
+    try {
+      if (conn.refusedAddress !== undefined) throw new AddressNotAllowedError(conn.refusedAddress);
+      const url = new URL(conn.server.origin);
+      url.pathname = conn.pathPrefix + path;
+      url.search = query.toString();
+      const headers: Record<string, string | string[]> = {
+        'user-agent': this.userAgent,
+        'x-stream-protocol-version': streamProtocols,
+        ...conn.authHeaders(),
+      };
+      if (this.identity) Object.assign(headers, impersonationHeaders(this.identity));
+      return await openRawUpgrade(url, protocol, headers, conn.tls, this.timeoutMs);
     } catch (error) {
       throw translateFailure(this.target, error, this.timeoutMs);
     }

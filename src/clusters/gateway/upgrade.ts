@@ -1,6 +1,9 @@
 import { WebSocket } from 'ws';
-import type { ClientRequest, IncomingMessage } from 'node:http';
+import http, { type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import type { Duplex } from 'node:stream';
 import { readBounded } from '../../common/read-bounded.js';
+import { ClusterTimeoutError } from './failures.js';
 
 /** What a cluster answered to a WebSocket upgrade. */
 export type UpgradeAnswer =
@@ -42,23 +45,78 @@ export function openWebSocket(
       resolve({ open: true, socket });
     });
     socket.once('unexpected-response', (req: ClientRequest, res: IncomingMessage) => {
-      // Taken now: once the answer has ended, neither the request nor the response holds it any more.
-      const connection = res.socket;
-      readBounded(res, REFUSAL_LIMIT, () => new Error('refusal too large'))
-        .catch(() => Buffer.alloc(0))
-        .then((body) => {
-          resolve({
-            open: false,
-            statusCode: res.statusCode ?? 502,
-            contentType: String(res.headers['content-type'] ?? 'text/plain'),
-            body,
-          });
-          // The refusal's connection is not reused (nothing pools it): without this it stays open until the
-          // cluster closes it, one per refused session.
-          connection?.destroy();
-          req.destroy();
-        }, reject);
+      refusal(res).then((answer) => {
+        resolve(answer);
+        req.destroy();
+      }, reject);
     });
     socket.once('error', reject);
   });
+}
+
+/** What a cluster answered to a raw (SPDY) upgrade. */
+export type RawUpgradeAnswer =
+  /** Paused; `head`: bytes the cluster sent after its 101, to be passed on first. */
+  | { open: true; socket: Duplex; head: Buffer; headers: IncomingHttpHeaders }
+  | { open: false; statusCode: number; contentType: string; body: Buffer };
+
+/**
+ * Asks `url` for an `Upgrade: <protocol>` (SPDY/3.1: kubectl's exec, attach and port-forward) with
+ * these headers and TLS settings, on a connection of its own; resolves with the upgraded socket, or
+ * the cluster's refusal (its status and body), rejects on a connection failure or no answer in time.
+ */
+export function openRawUpgrade(
+  url: URL,
+  protocol: string,
+  headers: Record<string, string | string[]>,
+  tls: Readonly<Record<string, unknown>>,
+  timeoutMs: number,
+): Promise<RawUpgradeAnswer> {
+  return new Promise((resolve, reject) => {
+    const request = (url.protocol === 'https:' ? https : http).request(url, {
+      ...tls,
+      method: 'GET',
+      agent: false,
+      headers: { ...headers, connection: 'Upgrade', upgrade: protocol },
+    });
+    const timer = setTimeout(
+      () => request.destroy(new ClusterTimeoutError('no answer to the upgrade in time')),
+      timeoutMs,
+    );
+    request.once('upgrade', (res: IncomingMessage, socket: Duplex, head: Buffer) => {
+      clearTimeout(timer);
+      socket.pause();
+      // The owner listens for errors from now on; until then one must not crash the process.
+      socket.on('error', () => socket.destroy());
+      resolve({ open: true, socket, head, headers: res.headers });
+    });
+    request.once('response', (res: IncomingMessage) => {
+      clearTimeout(timer);
+      refusal(res).then(resolve, reject);
+    });
+    request.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    request.end();
+  });
+}
+
+/**
+ * A refused upgrade's answer, read (at most REFUSAL_LIMIT) to be passed on. Its connection is then
+ * closed: nothing pools it, and without this it stays open until the cluster closes it, one per
+ * refused session. (Taken first: once the answer has ended, the response no longer holds it.)
+ */
+async function refusal(
+  res: IncomingMessage,
+): Promise<{ open: false; statusCode: number; contentType: string; body: Buffer }> {
+  const connection = res.socket;
+  const body = await readBounded(res, REFUSAL_LIMIT, () => new Error('refusal too large')).catch(() => Buffer.alloc(0));
+  connection?.destroy();
+  return {
+    open: false,
+    statusCode: res.statusCode ?? 502,
+    contentType: String(res.headers['content-type'] ?? 'text/plain'),
+    body,
+  };
 }

@@ -1,0 +1,187 @@
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { StringDecoder } from 'node:string_decoder';
+import type { AccessRequest } from '../access/authorizer.js';
+import type { Caller } from '../auth/caller.js';
+import type { ClusterConnection } from '../clusters/cluster-connection.js';
+import type { OwnedStream } from '../streams/stream-owner.js';
+import type { AsciicastRecording } from './recording.js';
+import { dataFrame, FLAG_FIN, SpdyFrameReader, type SpdyFrame, SpdyHeaderDecoder, SYN_STREAM } from './spdy-frames.js';
+import { endStatus, exitCodeOf, STDERR, STDOUT, textDecoders, type TerminalKind } from './terminal-protocol.js';
+import { type SessionEnd, sessionTimeout } from './terminal-session.js';
+
+/** The most of the error stream kept to read the exit code from (a Status is a few hundred bytes). */
+const ERROR_LIMIT = 64 * 1024;
+
+export interface SpdyRelayOptions {
+  kind: TerminalKind;
+  caller: Caller;
+  secret: string;
+  cluster: ClusterConnection;
+  access: AccessRequest[];
+  /** The client's upgraded connection (kubectl), after the service's 101. */
+  client: Duplex;
+  /** The cluster's upgraded connection, paused until the relay listens. */
+  upstream: Duplex;
+  /** The stream protocol the cluster agreed to (`v4.channel.k8s.io`: the error stream carries a Status). */
+  protocol: string;
+  /** TCP keep-alive probes (SPDY pings are the client's and the kubelet's own). */
+  pingMs: number;
+  idleMs: number;
+  maxMs: number;
+  recording?: AsciicastRecording;
+  onEnd(end: SessionEnd & { ports?: number[] }): void;
+}
+
+/**
+ * A SPDY/3.1 session (kubectl ≤ 1.29's exec, attach, port-forward). The bytes pass untouched; the
+ * relay reads the frames as they pass (spdy-frames.ts) to know each stream's type from the client's
+ * SYN_STREAM, so that it can record stdout and stderr and resizes (never stdin), take the exit code
+ * from the error stream, list the ports forwarded, and end a session as the WebSocket one ends: a
+ * Status on the error stream, which kubectl prints and exits non-zero on. Toward the client only whole
+ * frames are written, so that Status never lands inside one of the cluster's frames. Each side is
+ * paused while the other's socket has too much queued.
+ */
+export class SpdyRelay implements OwnedStream {
+  readonly kind = 'exec' as const;
+  readonly caller: Caller;
+  readonly secret: string;
+  readonly cluster: ClusterConnection;
+  readonly access: readonly AccessRequest[];
+  private readonly startedAt = Date.now();
+  private lastTraffic = Date.now();
+  private bytesIn = 0;
+  private bytesOut = 0;
+  private exitCode?: number;
+  private ended = false;
+  private readonly fromClient = new SpdyFrameReader();
+  private readonly fromCluster = new SpdyFrameReader();
+  private readonly clientHeaders = new SpdyHeaderDecoder();
+  /** Each stream the client opened: its `streamType` (error, stdin, stdout, stderr, resize, data). */
+  private readonly streamTypes = new Map<number, string>();
+  private readonly ports = new Set<number>();
+  private errorStream?: number;
+  private errorBytes: Buffer[] = [];
+  private readonly decoders: Map<number, StringDecoder> = textDecoders();
+
+  constructor(private readonly o: SpdyRelayOptions) {
+    this.caller = o.caller;
+    this.secret = o.secret;
+    this.cluster = o.cluster;
+    this.access = o.access;
+    for (const socket of [o.client, o.upstream]) {
+      const tcp = socket as Partial<Socket>;
+      tcp.setNoDelay?.(true);
+      tcp.setKeepAlive?.(true, o.pingMs);
+    }
+    o.client.on('data', (chunk: Buffer) => {
+      this.bytesIn += chunk.length;
+      this.lastTraffic = Date.now();
+      try {
+        for (const frame of this.fromClient.push(chunk).frames) this.fromClientFrame(frame);
+      } catch {
+        this.end(400, 'BadRequest', 'the client sent SPDY the service cannot read: the session has ended');
+      }
+    });
+    o.client.pipe(o.upstream);
+    o.upstream.on('data', (chunk: Buffer) => {
+      this.bytesOut += chunk.length;
+      this.lastTraffic = Date.now();
+      let read: ReturnType<SpdyFrameReader['push']>;
+      try {
+        read = this.fromCluster.push(chunk);
+      } catch {
+        return this.end(502, 'BadGateway', 'the cluster sent SPDY the service cannot read: the session has ended');
+      }
+      const { frames, whole } = read;
+      for (const frame of frames) this.fromClusterFrame(frame);
+      if (whole.length > 0 && !o.client.write(whole)) {
+        o.upstream.pause();
+        o.client.once('drain', () => o.upstream.resume());
+      }
+    });
+    o.client.on('close', () => {
+      this.finish('the client closed the session');
+      o.upstream.destroy();
+    });
+    // The cluster's end: what it sent is still delivered, then the client's connection closes.
+    o.upstream.on('close', () => {
+      this.finish(this.exitCode === undefined ? 'the cluster ended the session' : 'the command ended');
+      this.closeClient();
+    });
+    o.client.on('error', () => o.client.destroy());
+    o.upstream.on('error', () => o.upstream.destroy());
+  }
+
+  /** Ends the session for a reason of the service's: a Status on the error stream (exec, attach), then both connections. */
+  end(code: number, reason: string, message: string): void {
+    if (this.ended) return;
+    if (this.errorStream !== undefined && this.o.kind !== 'portforward' && this.o.client.writable) {
+      this.o.client.write(dataFrame(this.errorStream, endStatus(this.o.protocol, code, reason, message), true));
+    }
+    this.finish(message);
+    this.o.upstream.destroy();
+    this.closeClient();
+  }
+
+  tick(now: number): void {
+    const timeout = sessionTimeout(now, this.startedAt, this.lastTraffic, this.o);
+    if (timeout) this.end(408, 'Timeout', timeout);
+  }
+
+  private fromClientFrame(frame: SpdyFrame): void {
+    if (frame.control && frame.type === SYN_STREAM) {
+      const headers = this.clientHeaders.synStream(frame.body);
+      const type = headers.get('streamtype') ?? '';
+      this.streamTypes.set(frame.streamId, type);
+      if (type === 'error' && this.errorStream === undefined) this.errorStream = frame.streamId;
+      const port = Number(headers.get('port'));
+      if (this.o.kind === 'portforward' && Number.isInteger(port) && port > 0 && port < 65536) this.ports.add(port);
+    } else if (!frame.control && this.o.recording && this.streamTypes.get(frame.streamId) === 'resize') {
+      // client-go writes each size as a JSON document and a newline.
+      for (const line of frame.body.toString('utf8').split('\n')) {
+        try {
+          const size = JSON.parse(line) as { Width?: unknown; Height?: unknown };
+          if (Number.isInteger(size.Width) && Number.isInteger(size.Height)) {
+            this.o.recording.resize(size.Width as number, size.Height as number);
+          }
+        } catch {
+          // not a size: the kubelet ignores it too
+        }
+      }
+    }
+  }
+
+  private fromClusterFrame(frame: SpdyFrame): void {
+    if (frame.control || this.o.kind === 'portforward') return;
+    const type = this.streamTypes.get(frame.streamId);
+    if (type === 'error') {
+      if (this.errorBytes.reduce((n, b) => n + b.length, 0) < ERROR_LIMIT) this.errorBytes.push(frame.body);
+      if (frame.flags & FLAG_FIN) this.exitCode = exitCodeOf(Buffer.concat(this.errorBytes)) ?? this.exitCode;
+    } else if (this.o.recording && (type === 'stdout' || type === 'stderr')) {
+      this.o.recording.output(this.decoders.get(type === 'stdout' ? STDOUT : STDERR)!.write(frame.body));
+    }
+  }
+
+  private closeClient(): void {
+    this.o.client.end();
+    setTimeout(() => this.o.client.destroy(), 5000).unref();
+  }
+
+  private finish(reason: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.exitCode === undefined && this.errorBytes.length > 0) {
+      this.exitCode = exitCodeOf(Buffer.concat(this.errorBytes));
+    }
+    this.o.onEnd({
+      durationMs: Date.now() - this.startedAt,
+      exitCode: this.exitCode,
+      bytesIn: this.bytesIn,
+      bytesOut: this.bytesOut,
+      reason,
+      recording: this.o.recording?.toString(),
+      ...(this.o.kind === 'portforward' ? { ports: [...this.ports] } : {}),
+    });
+  }
+}
