@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { kubeBinDir } from '../harness/binaries.js';
-import { kubeRequest, waitFor } from '../harness/control-plane.js';
+import { kubeRequest, waitFor, waitForAudit } from '../harness/control-plane.js';
 import { startKubelet, type Kubelet } from '../harness/kubelet.js';
 import { createUser, login } from '../support/factories.js';
 import { startKubeApiApp, type KubeApiApp } from '../support/kube-api.js';
@@ -329,6 +329,52 @@ describe('the terminal on the Kubernetes path: client-node Exec and PortForward'
       assert.doesNotMatch(output, /typed-secret-value|echo shown/);
     } finally {
       await recorded.close();
+    }
+  });
+
+  test('on an impersonating cluster a kubectl exec is the person in the apiserver audit log', async () => {
+    const imp = await startKubeApiApp({ cluster: 'alpha', namespace: `${ns}-imp`, impersonate: true });
+    try {
+      const res = await imp.t.app.inject({
+        method: 'POST',
+        url: '/api/v1/admin/roles',
+        headers: { authorization: `Bearer ${imp.adminToken}`, 'content-type': 'application/json' },
+        payload: JSON.stringify({
+          name: 'imp-dev',
+          rules: [{ clusters: ['alpha'], namespaces: [ns], resources: ['pods'], verbs: ['get', 'exec'] }],
+        }),
+      });
+      assert.equal(res.statusCode, 201, res.body);
+      const user = await createUser(imp.t, { role: 'imp-dev' as never });
+      const file = join(imp.dir, 'imp.yaml');
+      await writeFile(file, await imp.mint(await login(imp.t, user)));
+      // The person needs the cluster's own permission too.
+      const rbac = '/apis/rbac.authorization.k8s.io/v1/namespaces/' + ns;
+      await kubeRequest(app.cp, 'POST', `${rbac}/roles`, {
+        metadata: { name: 'imp-exec' },
+        rules: [{ apiGroups: [''], resources: ['pods', 'pods/exec'], verbs: ['get', 'create'] }],
+      });
+      await kubeRequest(app.cp, 'POST', `${rbac}/rolebindings`, {
+        metadata: { name: 'imp-exec' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'imp-exec' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'cas:role:imp-dev' }],
+      });
+      const marker = `as-person-${Date.now()}`;
+      // A RoleBinding takes a moment to reach the apiserver's authorizer.
+      await waitFor('the exec as the person', async () => {
+        const result = await kubectl(file, ['exec', 'shell', '--', 'echo', marker], undefined, imp.dir);
+        return result.code === 0 && result.stdout === `${marker}\n`;
+      });
+      const events = await waitForAudit(
+        app.cp,
+        (e) =>
+          e.requestURI.includes(`/pods/shell/exec?command=echo&command=${marker}`) && e.stage === 'ResponseStarted',
+      );
+      assert.ok(events.length > 0, 'the exec is in the apiserver audit log');
+      assert.equal(events[0].impersonatedUser?.username, `cas:${user.username}`);
+      assert.ok(events[0].impersonatedUser?.groups?.includes('cas:role:imp-dev'));
+    } finally {
+      await imp.close();
     }
   });
 
