@@ -4,7 +4,7 @@ import type { Caller } from '../auth/caller.js';
 import { auditFactsOf, isWriteMethod } from './audit-facts.js';
 import type { AuditEventEntity } from './audit-event.entity.js';
 
-/** A row to store; `detail` and `recording` only terminal sessions have. */
+/** A row to store; `detail`: terminal sessions, and `{ dryRun: true }` on a dry-run write; `recording`: terminal sessions. */
 export type AuditRow = Omit<AuditEventEntity, 'id' | 'detail' | 'recording'> & {
   detail?: string | null;
   recording?: string | null;
@@ -134,7 +134,16 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     uid: version.uid,
     resourceVersion: version.resourceVersion,
     count: 1,
+    detail: isDryRun(request) ? DRY_RUN_DETAIL : null,
   };
+}
+
+const DRY_RUN_DETAIL = JSON.stringify({ dryRun: true });
+
+/** A write the cluster was asked to check only (`dryRun=All`, as the resource routes, apply and the Kubernetes path take it). */
+function isDryRun(request: FastifyRequest): boolean {
+  const value = (request.query as Record<string, unknown> | undefined)?.dryRun;
+  return value === 'All' || (Array.isArray(value) && value.includes('All'));
 }
 
 /** The rows of a finished request: its one row, or one per document it applied (src/apply/). */

@@ -313,6 +313,12 @@ describe('apply: server-side apply of one or many documents', () => {
     );
     assert.match(real.body.results[0].diff, /^- {2}mode: one\n\+ {2}mode: two$/m);
     assert.notEqual((await live(path)).metadata.resourceVersion, before.metadata.resourceVersion);
+    // The audit rows say which documents were only checked.
+    await t.app.get(AuditService).flush();
+    const rows = (await t.dataSource.query('SELECT request_id, detail FROM audit_events')) as Obj[];
+    const of = (id: unknown) => rows.filter((r) => r.request_id === id).map((r) => r.detail);
+    assert.deepEqual(of(dry.headers['x-request-id']), ['{"dryRun":true}', '{"dryRun":true}']);
+    assert.deepEqual(of(real.headers['x-request-id']), [null, null]);
   });
 
   test('a CRD and its custom resource in one request (the resource listed first); a JSON List works too', async () => {
