@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength } from 'class-validator';
+import { IsOptional, IsString, Matches, MaxLength, MinLength } from 'class-validator';
+import { PageSize } from '../../common/page-size.js';
 
 export class SearchQueryDto {
   /** A case-insensitive substring of the object's name. */
@@ -30,12 +30,7 @@ export class SearchQueryDto {
   resources?: string;
 
   /** How many matches to answer (default 50); `total` counts them all. */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 500, example: 50 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(500)
+  @PageSize()
   size?: number;
 }
 

@@ -2,6 +2,7 @@ import { applyDecorators } from '@nestjs/common';
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform, Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
+import { PageSize } from '../../common/page-size.js';
 
 /** A boolean query parameter: `true` or `false` (what a client serialises a boolean to); anything else is a 400. */
 export function QueryBoolean(description: string) {
@@ -80,12 +81,7 @@ export class ListResourcesQueryDto {
   page?: number;
 
   /** Paged query: objects per page (default 50). */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 500, example: 50 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(500)
+  @PageSize()
   size?: number;
 
   /** Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`. */
