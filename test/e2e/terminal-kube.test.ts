@@ -160,6 +160,36 @@ describe('the terminal on the Kubernetes path: client-node Exec and PortForward'
     assert.equal(attached.code, 2);
   });
 
+  test('kubectl exec -it (a terminal from script(1)): keys echoed, its size reaches the container, the exit code', async () => {
+    // script(1) gives kubectl a pseudo-terminal of 100×30, so kubectl sends tty=true and its size on the resize stream.
+    const session = async (file: string) => {
+      const child = spawn(
+        'script',
+        ['-qec', `stty cols 100 rows 30; ${KUBECTL} --kubeconfig ${file} -n ${ns} exec -it shell -- sh`, '/dev/null'],
+        { env: { ...process.env, HOME: join(app.dir, 'home'), KUBECONFIG: '' } },
+      );
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      const until = (pattern: RegExp) =>
+        waitFor(`${pattern} in ${JSON.stringify(out)}`, async () => pattern.test(out), 15_000);
+      await until(/\$ $/);
+      child.stdin.write('size\r');
+      await until(/\d+x\d+\r\n\$ $/);
+      child.stdin.write('echo hi\r');
+      await until(/hi\r\n\$ $/);
+      child.stdin.write('exit 6\r');
+      return { code: await exited, out };
+    };
+    const through = await session(devFile);
+    assert.equal(
+      through.out,
+      '$ size\r\n100x30\r\n$ echo hi\r\nhi\r\n$ exit 6\r\ncommand terminated with exit code 6\r\n',
+    );
+    assert.equal(through.code, 6);
+    assert.deepEqual(await session(join(app.cp.dir, 'kubeconfig')), through);
+  });
+
   test('kubectl exec without a rule naming exec: Forbidden with the service reason, nothing sent to the cluster', async () => {
     const before = kubelet.requests.length;
     const result = await kubectl(readerFile, ['exec', 'shell', '--', 'echo', 'x']);
