@@ -21,8 +21,12 @@ export interface SpdyRelayOptions {
   access: AccessRequest[];
   /** The client's upgraded connection (kubectl), after the service's 101. */
   client: Duplex;
+  /** Bytes the client sent with its upgrade request (before the 101): relayed first. */
+  clientHead: Buffer;
   /** The cluster's upgraded connection, paused until the relay listens. */
   upstream: Duplex;
+  /** Bytes the cluster sent after its 101: relayed first. */
+  upstreamHead: Buffer;
   /** The stream protocol the cluster agreed to (`v4.channel.k8s.io`: the error stream carries a Status). */
   protocol: string;
   /** TCP keep-alive probes (SPDY pings are the client's and the kubelet's own). */
@@ -74,32 +78,9 @@ export class SpdyRelay implements OwnedStream {
       tcp.setNoDelay?.(true);
       tcp.setKeepAlive?.(true, o.pingMs);
     }
-    o.client.on('data', (chunk: Buffer) => {
-      this.bytesIn += chunk.length;
-      this.lastTraffic = Date.now();
-      try {
-        for (const frame of this.fromClient.push(chunk).frames) this.fromClientFrame(frame);
-      } catch {
-        this.end(400, 'BadRequest', 'the client sent SPDY the service cannot read: the session has ended');
-      }
-    });
+    o.client.on('data', (chunk: Buffer) => this.fromClientBytes(chunk));
     o.client.pipe(o.upstream);
-    o.upstream.on('data', (chunk: Buffer) => {
-      this.bytesOut += chunk.length;
-      this.lastTraffic = Date.now();
-      let read: ReturnType<SpdyFrameReader['push']>;
-      try {
-        read = this.fromCluster.push(chunk);
-      } catch {
-        return this.end(502, 'BadGateway', 'the cluster sent SPDY the service cannot read: the session has ended');
-      }
-      const { frames, whole } = read;
-      for (const frame of frames) this.fromClusterFrame(frame);
-      if (whole.length > 0 && !o.client.write(whole)) {
-        o.upstream.pause();
-        o.client.once('drain', () => o.upstream.resume());
-      }
-    });
+    o.upstream.on('data', (chunk: Buffer) => this.fromClusterBytes(chunk));
     o.client.on('close', () => {
       this.finish('the client closed the session');
       o.upstream.destroy();
@@ -111,6 +92,12 @@ export class SpdyRelay implements OwnedStream {
     });
     o.client.on('error', () => o.client.destroy());
     o.upstream.on('error', () => o.upstream.destroy());
+    // What came with the upgrades is read and relayed like everything after it.
+    if (o.upstreamHead.length > 0) this.fromClusterBytes(o.upstreamHead);
+    if (o.clientHead.length > 0) {
+      this.fromClientBytes(o.clientHead);
+      o.upstream.write(o.clientHead);
+    }
   }
 
   /** Ends the session for a reason of the service's: a Status on the error stream (exec, attach), then both connections. */
@@ -127,6 +114,35 @@ export class SpdyRelay implements OwnedStream {
   tick(now: number): void {
     const timeout = sessionTimeout(now, this.startedAt, this.lastTraffic, this.o);
     if (timeout) this.end(408, 'Timeout', timeout);
+  }
+
+  /** Bytes from the client: read for stream types and resizes; `pipe` forwards them. */
+  private fromClientBytes(chunk: Buffer): void {
+    this.bytesIn += chunk.length;
+    this.lastTraffic = Date.now();
+    try {
+      for (const frame of this.fromClient.push(chunk).frames) this.fromClientFrame(frame);
+    } catch {
+      this.end(400, 'BadRequest', 'the client sent SPDY the service cannot read: the session has ended');
+    }
+  }
+
+  /** Bytes from the cluster: whole frames go on to the client, each side paused while the client has too much queued. */
+  private fromClusterBytes(chunk: Buffer): void {
+    const { client, upstream } = this.o;
+    this.bytesOut += chunk.length;
+    this.lastTraffic = Date.now();
+    let read: ReturnType<SpdyFrameReader['push']>;
+    try {
+      read = this.fromCluster.push(chunk);
+    } catch {
+      return this.end(502, 'BadGateway', 'the cluster sent SPDY the service cannot read: the session has ended');
+    }
+    for (const frame of read.frames) this.fromClusterFrame(frame);
+    if (read.whole.length > 0 && !client.write(read.whole)) {
+      upstream.pause();
+      client.once('drain', () => upstream.resume());
+    }
   }
 
   private fromClientFrame(frame: SpdyFrame): void {

@@ -224,8 +224,6 @@ export class TerminalService implements OnModuleDestroy {
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${SPDY_UPGRADE}\r\n` +
         `X-Stream-Protocol-Version: ${agreed[0]}\r\n\r\n`,
     );
-    if (answer.head.length > 0) socket.write(answer.head);
-    if (o.head.length > 0) upstream.write(o.head);
     const exec = this.config.exec;
     this.record(attempt, 101, { event: 'start', kind: target.kind, protocol: SPDY_UPGRADE, ...target.facts });
     const recording =
@@ -241,7 +239,9 @@ export class TerminalService implements OnModuleDestroy {
       cluster: conn,
       access: [o.access],
       client: socket,
+      clientHead: o.head,
       upstream,
+      upstreamHead: answer.head,
       pingMs: exec.pingMs,
       idleMs: exec.idleMs,
       maxMs: exec.maxMs,
