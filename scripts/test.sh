@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need and runs the whole suite:
-#   lint (ESLint; Redocly and Spectral on openapi.json); unit and harness tests once; HTTP and end-to-end tests on SQLite and again on PostgreSQL.
+#   lint (ESLint; Redocly and Spectral on openapi.json); unit and harness tests once; HTTP and end-to-end tests on SQLite and again on PostgreSQL;
+#   the long tests (test/long) once, beside the SQLite pass.
 # Ends with one line "N passed, N failed[, N skipped]" and exits non-zero when anything failed.
 # Options (environment): TEST_DATABASE_URL (PostgreSQL server to create test databases on),
 # SKIP_POSTGRES=1, SKIP_CLUSTER=1 (no control planes: cluster tests are skipped), TEST_FILES (a subset).
@@ -74,6 +75,7 @@ npx nest build -p tsconfig.test.json || exit 1
 RESULTS=$(mktemp -d)
 CLUSTERS=()
 cleanup() {
+  [ -n "${long_pid:-}" ] && kill -- "-$long_pid" 2>/dev/null && wait "$long_pid" 2>/dev/null
   for name in "${CLUSTERS[@]}"; do node build/test/harness/cli.js down "$name" >/dev/null 2>&1 || true; done
   rm -rf "$RESULTS"
 }
@@ -90,8 +92,13 @@ if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f build/test/harness/cli.js ]; then
   done
 fi
 
-files() { # files under the given build/test folders, or TEST_FILES
-  if [ -n "${TEST_FILES:-}" ]; then echo $TEST_FILES; return; fi
+files() { # files under the given build/test folders, or TEST_FILES (those of test/long only in the long pass)
+  if [ -n "${TEST_FILES:-}" ]; then
+    for f in $TEST_FILES; do
+      case "$f" in *test/long/*) [ "$1" = long ] && echo "$f" ;; *) [ "$1" = long ] || echo "$f" ;; esac
+    done
+    return
+  fi
   for dir in "$@"; do [ -d "build/test/$dir" ] && find "build/test/$dir" -name '*.test.js'; done | sort
 }
 
@@ -105,6 +112,29 @@ run() { # run <label> <files...>
     --test-reporter=tap --test-reporter-destination="$RESULTS/$label.tap" "$@"
 }
 
+# The long tests (test/long: minutes of waiting, little work) run once, on SQLite, in the background
+# of the SQLite pass; their report is printed and counted with the others once they end.
+long_pid=
+start_long() {
+  local list; list=$(files long)
+  [ -n "$list" ] || return 0
+  log "tests: long (in the background; their report follows the other passes)"
+  # A process group of its own (setsid), so that an interrupted run ends all of it (cleanup).
+  # shellcheck disable=SC2086 # one word a file
+  TEST_DATABASE_URL= GLIBC_TUNABLES=glibc.malloc.hugetlb=1 setsid -w node --test --test-concurrency=2 --test-timeout=1800000 \
+    --test-reporter=spec --test-reporter-destination="$RESULTS/long.spec" \
+    --test-reporter=tap --test-reporter-destination="$RESULTS/long.tap" $list &
+  long_pid=$!
+}
+wait_long() {
+  [ -n "$long_pid" ] || return 0
+  log "tests: long"
+  wait "$long_pid"; local rc=$?
+  long_pid=
+  cat "$RESULTS/long.spec" 2>/dev/null
+  return $rc
+}
+
 status=0
 checks_passed=0; checks_failed=0
 log "lint (ESLint, zero warnings)"
@@ -113,10 +143,13 @@ log "OpenAPI lint (Redocly recommended, warnings as errors; Spectral spectral:oa
 if bash scripts/lint-openapi.sh; then checks_passed=$((checks_passed + 1)); echo "openapi lint: ok"; else checks_failed=$((checks_failed + 1)); status=1; fi
 
 run unit $(files unit harness) || status=1
+# The long tests need the control planes: without them (SKIP_CLUSTER=1), only those TEST_FILES names.
+if [ "${SKIP_CLUSTER:-}" != 1 ] || [ -n "${TEST_FILES:-}" ]; then start_long; fi
 TEST_DATABASE_URL= run sqlite $(files http e2e) || status=1
 if [ "${SKIP_POSTGRES:-}" != 1 ]; then
   TEST_DATABASE_URL=$TEST_DATABASE_URL_PG run postgres $(files http e2e) || status=1
 fi
+wait_long || status=1
 
 passed=$checks_passed; failed=$checks_failed; skipped=0
 for tap in "$RESULTS"/*.tap; do

@@ -313,6 +313,57 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
     await Promise.all(shells.map((s) => s.closed));
   });
 
+  test('a client upgrade that never completes leaves no session on the cluster and gives its slot back', async () => {
+    const port = Number(new URL(app.base).port);
+    const upgrade = (key: string) =>
+      [
+        `GET /api/v1/pods/${ns}/box/exec?command=sh&stdin=true&stdout=true&cluster=alpha HTTP/1.1`,
+        `Host: 127.0.0.1:${port}`,
+        'Connection: Upgrade',
+        'Upgrade: websocket',
+        'Sec-WebSocket-Version: 13',
+        `Sec-WebSocket-Key: ${key}`,
+        'Sec-WebSocket-Protocol: v4.channel.k8s.io',
+        `Authorization: Bearer ${dev.token}`,
+        '',
+        '',
+      ].join('\r\n');
+    /** Sends the request (`leave`: and the client's FIN right behind it); resolves with all that came back. */
+    const send = (text: string, leave: boolean) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect(port, '127.0.0.1', () => (leave ? socket.end(text) : socket.write(text)));
+        let answer = '';
+        socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+        socket.on('error', reject);
+        socket.on('close', () => resolve(answer));
+      });
+    // One of the caller's three slots held by a shell, so a slot kept by either attempt below shows.
+    const held = opened(
+      await openTerminal(url('box', 'exec', 'command=sh&stdin=true&stdout=true'), { headers: auth(dev.token) }),
+    );
+    await waitFor('the held shell on the kubelet', async () => kubelet.openStreams() === 1, 10_000);
+    const execsBefore = kubelet.requests.filter((r) => r.startsWith('/exec/')).length;
+
+    // The client leaves right after its request: the cluster opens the session, then the service
+    // finds the client gone when it completes the upgrade.
+    assert.equal(await send(upgrade(Buffer.alloc(16, 1).toString('base64')), true), '');
+    // A handshake the service's WebSocket server refuses after the cluster accepted its own.
+    assert.match(await send(upgrade('not-a-key'), false), /^HTTP\/1\.1 400 [^]*Sec-WebSocket-Key/);
+
+    assert.ok(kubelet.requests.filter((r) => r.startsWith('/exec/')).length > execsBefore, 'the cluster was asked');
+    await waitFor('only the held shell left on the kubelet', async () => kubelet.openStreams() === 1, 10_000);
+    const more = [
+      opened(await openTerminal(url('box', 'exec', 'command=sh&stdin=true&stdout=true'), { headers: auth(dev.token) })),
+      opened(await openTerminal(url('box', 'exec', 'command=sh&stdin=true&stdout=true'), { headers: auth(dev.token) })),
+    ];
+    for (const s of [held, ...more]) {
+      s.send(0, 'echo alive\n');
+      await s.waitFor('alive');
+      s.ws.close();
+    }
+    await Promise.all([held, ...more].map((s) => s.closed));
+  });
+
   test('the audit log has a start and an end row; the recording holds the output, never the input', async () => {
     const client = opened(
       await openTerminal(url('box', 'exec', 'command=sh&stdin=true&stdout=true'), { headers: auth(dev.token) }),

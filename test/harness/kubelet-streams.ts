@@ -104,7 +104,8 @@ export interface Session {
 export function serveStreams(
   server: import('node:https').Server,
   options: { workDir: string; requests: string[]; authorized(req: IncomingMessage): boolean },
-): { close(): void } {
+): { close(): void; open(): number; pings(): number } {
+  let pings = 0;
   const wss = new WebSocketServer({
     noServer: true,
     handleProtocols: (offered) => {
@@ -142,6 +143,7 @@ export function serveStreams(
       return refuse(400, `unsupported subprotocol: ${offered.join(', ')}`);
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
+      ws.on('ping', () => pings++);
       const channels = new Channels(ws, ws.protocol.includes('base64'));
       if (portForward) {
         const [ns, pod] = [match[6], match[7]].map(decodeURIComponent);
@@ -178,6 +180,8 @@ export function serveStreams(
       for (const ws of wss.clients) ws.terminate();
       wss.close();
     },
+    open: () => wss.clients.size,
+    pings: () => pings,
   };
 }
 

@@ -47,6 +47,10 @@ export interface Kubelet {
   queuedBytes(key: string): number;
   /** Every request path (with query) received, in order. */
   readonly requests: string[];
+  /** Exec, attach and port-forward sockets open now (each closes when the apiserver's side of it does). */
+  openStreams(): number;
+  /** WebSocket pings received on those sockets: a client's keep-alive pings, which the apiserver passes through. */
+  streamPings(): number;
   stop(): Promise<void>;
 }
 
@@ -227,6 +231,8 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
     port,
     requiresClientCert,
     requests,
+    openStreams: streams.open,
+    streamPings: streams.pings,
     write(namespace, pod, container, text, time = new Date()) {
       const log = logOf(`${namespace}/${pod}/${container}`);
       const line = { time, text };

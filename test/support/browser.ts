@@ -15,12 +15,15 @@ const FLAGS = [
   '--disable-sync',
 ];
 
-/** Chromium with a fresh profile (`--user-data-dir`), driven by playwright-core. */
-export function launchChromium(profile: string): Promise<BrowserContext> {
+/**
+ * Chromium with a fresh profile (`--user-data-dir`), driven by playwright-core. `netLog`: a file for
+ * Chromium's own network log (test/support/net-log.ts reads it once the browser has closed).
+ */
+export function launchChromium(profile: string, options: { netLog?: string } = {}): Promise<BrowserContext> {
   return chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: FLAGS,
+    args: options.netLog ? [...FLAGS, `--log-net-log=${options.netLog}`, '--net-log-capture-mode=Default'] : FLAGS,
     chromiumSandbox: false,
     timeout: 60_000,
   });
