@@ -116,6 +116,8 @@ export class TerminalService implements OnModuleDestroy {
         400,
       );
     }
+    // A handshake the WebSocket library would refuse must be refused before the cluster runs anything.
+    if (!spdy) checkHandshake(req);
     const offered = spdy
       ? { protocols: streamProtocols(req.headers['x-stream-protocol-version']), token: undefined }
       : offeredProtocols(req.headers['sec-websocket-protocol']);
@@ -175,6 +177,8 @@ export class TerminalService implements OnModuleDestroy {
         if (!this.pending.delete(upstream)) return;
         ticket.release();
         upstream.terminate();
+        // The cluster has already started the command: that is recorded even though no session began.
+        this.record(attempt, 101, { event: 'abandoned', kind: target.kind, ...target.facts });
       };
       socket.once('close', abandoned);
       this.wss.handleUpgrade(req, socket, head, (ws) => {
@@ -381,6 +385,21 @@ export class TerminalService implements OnModuleDestroy {
       recording: recording ?? null,
     };
     this.audit.record(row);
+  }
+}
+
+/** RFC 6455 §4.2.1: a 16-byte nonce in base64, and version 13 (8: the last draft, which ws also takes). */
+const WEBSOCKET_KEY = /^[+/0-9A-Za-z]{22}==$/;
+
+/** The parts of a WebSocket handshake the `ws` server checks, checked before any work on it (400 naming the header). */
+function checkHandshake(req: IncomingMessage): void {
+  const key = req.headers['sec-websocket-key'];
+  if (typeof key !== 'string' || !WEBSOCKET_KEY.test(key.trim())) {
+    throw new HttpException('Sec-WebSocket-Key must be a base64-encoded 16-byte value (RFC 6455)', 400);
+  }
+  const version = req.headers['sec-websocket-version'];
+  if (version !== '13' && version !== '8') {
+    throw new HttpException('Sec-WebSocket-Version must be 13', 400);
   }
 }
 

@@ -344,14 +344,23 @@ describe('the terminal: exec, attach and port-forward over WebSocket', () => {
     await waitFor('the held shell on the kubelet', async () => kubelet.openStreams() === 1, 10_000);
     const execsBefore = kubelet.requests.filter((r) => r.startsWith('/exec/')).length;
 
+    const execs = () => kubelet.requests.filter((r) => r.startsWith('/exec/')).length;
+    // A handshake the WebSocket server would refuse is refused before the cluster runs anything.
+    assert.match(await send(upgrade('not-a-key'), false), /^HTTP\/1\.1 400 [^]*Sec-WebSocket-Key/);
+    assert.equal(execs(), execsBefore, 'the cluster was not asked');
     // The client leaves right after its request: the cluster opens the session, then the service
     // finds the client gone when it completes the upgrade.
     assert.equal(await send(upgrade(Buffer.alloc(16, 1).toString('base64')), true), '');
-    // A handshake the service's WebSocket server refuses after the cluster accepted its own.
-    assert.match(await send(upgrade('not-a-key'), false), /^HTTP\/1\.1 400 [^]*Sec-WebSocket-Key/);
-
-    assert.ok(kubelet.requests.filter((r) => r.startsWith('/exec/')).length > execsBefore, 'the cluster was asked');
+    assert.equal(execs(), execsBefore + 1, 'the cluster was asked');
     await waitFor('only the held shell left on the kubelet', async () => kubelet.openStreams() === 1, 10_000);
+    // The command did start on the cluster: the audit log says so.
+    await waitFor('an abandoned row', async () => {
+      const res = await request(app.t.app, 'GET', '/api/v1/admin/audit', {
+        token: app.admin,
+        query: { operation: 'execPod', size: '100' },
+      });
+      return res.body.events.some((e: any) => e.detail?.event === 'abandoned' && e.actor.id === dev.id);
+    });
     const more = [
       opened(await openTerminal(url('box', 'exec', 'command=sh&stdin=true&stdout=true'), { headers: auth(dev.token) })),
       opened(await openTerminal(url('box', 'exec', 'command=sh&stdin=true&stdout=true'), { headers: auth(dev.token) })),
