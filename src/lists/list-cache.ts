@@ -434,8 +434,9 @@ export class ListCache {
     this.indexes = [];
     this.rv = rv;
     this.version++;
-    this.options.onSize(this, fresh.size - before);
     this.failure = undefined;
+    // May end the cache (too large for CAS_LIST_CACHE_MAX_OBJECTS): its failure is then what queries get.
+    this.options.onSize(this, fresh.size - before);
     this.heardAt = listedAt; // the list is the cluster as it was when it began
     await this.watch(epoch);
   }

@@ -82,22 +82,24 @@ export class ListCaches implements OnModuleDestroy {
     this.objects += delta;
     const max = this.config.listCache.maxObjects;
     if (this.objects <= max || cache.ended) return;
-    // The least recently used others go first; the cache growing is dropped only if it alone is too large.
     const others = [...this.caches.values()].filter((c) => c !== cache).sort((a, b) => a.usedAt - b.usedAt);
-    for (const other of others) {
-      if (this.objects <= max) return;
-      this.logger.log(
-        `dropping the list cache of ${other.options.resourceId} on ${other.clusterName}: over ${max} objects`,
-      );
-      other.end();
-    }
-    if (this.objects > max) {
+    // A cache too large on its own ends, and only it: dropping the others would not make room for it.
+    if (others.reduce((n, other) => n - other.size, this.objects) > max) {
       cache.end(
         new ServiceUnavailableException(
           `the list of ${cache.options.resourceId} on cluster '${cache.clusterName}' needs more than the ${max} objects ` +
             'the list caches of this replica may hold (CAS_LIST_CACHE_MAX_OBJECTS)',
         ),
       );
+      return;
+    }
+    // Otherwise the least recently used others go first, until it fits.
+    for (const other of others) {
+      if (this.objects <= max) return;
+      this.logger.log(
+        `dropping the list cache of ${other.options.resourceId} on ${other.clusterName}: over ${max} objects`,
+      );
+      other.end();
     }
   }
 

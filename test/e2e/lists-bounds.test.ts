@@ -1,0 +1,367 @@
+import assert from 'node:assert/strict';
+import { open, stat } from 'node:fs/promises';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  kubeRequest,
+  sharedControlPlane,
+  waitFor,
+  type AuditEvent,
+  type ControlPlane,
+} from '../harness/control-plane.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { kubeconfigFor } from '../support/clusters.js';
+import { signedIn } from '../support/factories.js';
+import { request } from '../support/http.js';
+import { createCrd, serviceAccountToken } from '../support/kube.js';
+
+const pid = process.pid;
+
+/**
+ * One test's world: its namespaces, an app with `env`, a signed-in admin, and the shared control plane
+ * registered as cluster `c`, reached as a ServiceAccount of this test only, so that the cluster's
+ * audit log tells this test's list-cache requests from everyone else's.
+ */
+interface World {
+  /** `lists-bounds=<tag>-<pid>`: the label of the test's ConfigMaps, so that `_all` pages ignore everyone else's. */
+  label: string;
+  cp: ControlPlane;
+  t: TestApp;
+  admin: string;
+  clusterId: number;
+  namespaces: string[];
+  username: string;
+  /** Where the audit log ended when the world was made: only what follows is read. */
+  auditStart: number;
+}
+
+async function startWorld(options: {
+  tag: string;
+  namespaces: number;
+  env?: Record<string, string>;
+  impersonate?: boolean;
+}): Promise<World> {
+  const cp = await sharedControlPlane('a');
+  const auditStart = (await stat(cp.auditLogPath)).size;
+  const namespaces = Array.from({ length: options.namespaces }, (_, i) => `lb-${options.tag}-${i}-${pid}`);
+  for (const name of namespaces) {
+    const made = await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name } });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+  }
+  const sa = await serviceAccountToken(cp, namespaces[0], 'cas');
+  const t = await startTestApp({ env: options.env });
+  const admin = (await signedIn(t, 'admin')).token;
+  const res = await request(t.app, 'POST', '/api/v1/admin/clusters', {
+    token: admin,
+    body: { name: 'c', config: kubeconfigFor(cp, { token: sa.token }), impersonate: options.impersonate ?? false },
+  });
+  assert.equal(res.status, 201, res.text);
+  const label = `lists-bounds=${options.tag}-${pid}`;
+  return { label, cp, t, admin, clusterId: res.body.id, namespaces, username: sa.username, auditStart };
+}
+
+async function stopWorld(w: World | undefined): Promise<void> {
+  if (!w) return;
+  await w.t.close();
+  await kubeRequest(w.cp, 'DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${w.namespaces[0]}-cas`);
+  for (const ns of w.namespaces) await kubeRequest(w.cp, 'DELETE', `/api/v1/namespaces/${ns}`);
+}
+
+/** The audit events the cluster wrote since the world was made. */
+async function auditOf(w: World): Promise<AuditEvent[]> {
+  const file = await open(w.cp.auditLogPath, 'r');
+  try {
+    const { size } = await file.stat();
+    const buffer = Buffer.alloc(size - w.auditStart);
+    await file.read(buffer, 0, buffer.length, w.auditStart);
+    const events: AuditEvent[] = [];
+    for (const line of buffer.toString('utf8').split('\n')) {
+      if (!line.trim()) continue;
+      try {
+        const event = JSON.parse(line) as AuditEvent;
+        if (event.user?.username === w.username) events.push(event);
+      } catch {
+        /* a line being written right now */
+      }
+    }
+    return events;
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * What the cluster saw of the list caches of `resource` (its plural): how many of their watches ended
+ * (the apiserver writes a watch's events when it ends) and how many full lists (pages of 250; the
+ * freshness probes ask for 1) were made.
+ */
+async function upstream(w: World, resource: string): Promise<{ ended: number; lists: number }> {
+  const events = (await auditOf(w)).filter((e) => e.objectRef?.resource === resource);
+  return {
+    ended: events.filter((e) => e.verb === 'watch' && e.stage === 'ResponseComplete').length,
+    lists: events.filter((e) => e.verb === 'list' && /[?&]limit=250\b/.test(e.requestURI)).length,
+  };
+}
+
+/** Waits until `count` watches of `resource` have ended. */
+async function ended(w: World, resource: string, count: number, withinMs: number): Promise<void> {
+  await waitFor(
+    `${count} watches of ${resource} to end`,
+    async () => (await upstream(w, resource)).ended >= count,
+    withinMs,
+    200,
+  );
+}
+
+function page(w: World, route: string, q: Record<string, string | number>, token = w.admin) {
+  const query: Record<string, string> = {};
+  for (const [k, v] of Object.entries(q)) query[k] = String(v);
+  return request(w.t.app, 'GET', `/api/v1/${route}`, { token, headers: { 'x-cluster-name': 'c' }, query });
+}
+
+const names = (body: { items: Array<{ metadata: { namespace?: string; name: string } }> }) =>
+  body.items.map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+
+/** The test's own ConfigMaps (labelled), or with `labelled: false` others to fill the cluster. */
+async function configmaps(w: World, namespace: string, prefix: string, count: number, labelled = true) {
+  const made: string[] = [];
+  const [key, value] = w.label.split('=');
+  for (let i = 0; i < count; i++) {
+    const name = `${prefix}-${i}`;
+    const res = await kubeRequest(w.cp, 'POST', `/api/v1/namespaces/${namespace}/configmaps`, {
+      metadata: { name, labels: labelled ? { [key]: value } : {} },
+    });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    made.push(`${namespace}/${name}`);
+  }
+  return made;
+}
+
+describe('lists on an impersonating cluster: the cluster’s RBAC for the person decides what `_all` holds', () => {
+  let w: World;
+  before(async () => {
+    w = await startWorld({ tag: 'imp', namespaces: 3, impersonate: true });
+  });
+  after(() => stopWorld(w));
+
+  test('a person the cluster lets list only namespace A gets A’s objects, `total` counts them; B’s appear once bound', async () => {
+    const [, A, B] = w.namespaces;
+    const inA = await configmaps(w, A, 'a', 3);
+    const inB = await configmaps(w, B, 'b', 2);
+    // The service's rules let the caller list ConfigMaps in every namespace: only the cluster narrows it.
+    const role = {
+      name: `lb-imp-${pid}`,
+      rules: [{ clusters: ['c'], namespaces: ['*'], resources: ['configmaps'], verbs: ['list'] }],
+    };
+    const made = await request(w.t.app, 'POST', '/api/v1/admin/roles', { token: w.admin, body: role });
+    assert.equal(made.status, 201, made.text);
+    const person = (await signedIn(w.t, role.name as never, { username: `lb-${pid}` })).token;
+    const bind = async (namespace: string) => {
+      const res = await kubeRequest(
+        w.cp,
+        'POST',
+        `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`,
+        {
+          metadata: { name: 'cas-role-view' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+          subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: `cas:role:${role.name}` }],
+        },
+      );
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+    };
+    const q = { labelSelector: w.label, size: 100 };
+
+    const unbound = await page(w, 'configmaps/_all', q, person);
+    assert.equal(unbound.status, 200, unbound.text);
+    assert.deepEqual([unbound.body.total, names(unbound.body)], [0, []], 'no binding yet: nothing');
+
+    // The cluster's answers are reused for 5 s, and its RBAC takes a moment to see a new binding.
+    const more = (than: number) =>
+      waitFor(
+        `more than ${than} objects in the page`,
+        async () => {
+          const res = await page(w, 'configmaps/_all', q, person);
+          assert.equal(res.status, 200, res.text);
+          return res.body.total > than ? res.body : undefined;
+        },
+        15_000,
+        250,
+      );
+    await bind(A);
+    const onlyA = await more(0);
+    assert.deepEqual([onlyA.total, names(onlyA)], [3, inA.sort()]);
+    await bind(B);
+    const both = await more(3);
+    assert.deepEqual([both.total, names(both)], [5, [...inA, ...inB].sort()]);
+    // The service's admin is a person too: the cluster has no binding for cas:role:admin here.
+    const admin = await page(w, 'configmaps/_all', q);
+    assert.deepEqual([admin.status, admin.body.total], [200, 0]);
+  });
+});
+
+describe('an idle list cache is dropped with its watch', () => {
+  let w: World;
+  before(async () => {
+    w = await startWorld({ tag: 'idle', namespaces: 1, env: { CAS_LIST_CACHE_IDLE_SECONDS: '1' } });
+  });
+  after(() => stopWorld(w));
+
+  test('queried, it stays; left alone past CAS_LIST_CACHE_IDLE_SECONDS, its watch ends; the next page is right', async () => {
+    const [N] = w.namespaces;
+    const made = await configmaps(w, N, 'cm', 3);
+    const q = { labelSelector: w.label, size: 100 };
+    const first = await page(w, 'configmaps/_all', q);
+    assert.equal(first.status, 200, first.text);
+    assert.deepEqual(names(first.body), made.sort());
+
+    // Queried every 250 ms for longer than a sweep (5 s): never idle, never dropped.
+    for (const until = Date.now() + 6_000; Date.now() < until; await sleep(250)) {
+      assert.equal((await page(w, 'configmaps/_all', q)).status, 200);
+    }
+    assert.deepEqual(await upstream(w, 'configmaps'), { ended: 0, lists: 1 }, 'a queried cache is kept');
+
+    // Left alone: its watch ends within the idle time and one sweep.
+    await ended(w, 'configmaps', 1, 8_000);
+    // A change made while no cache exists: the next page lists again and has it.
+    made.push(...(await configmaps(w, N, 'later', 1)));
+    const next = await page(w, 'configmaps/_all', q);
+    assert.equal(next.status, 200, next.text);
+    assert.deepEqual([next.body.total, names(next.body)], [4, made.sort()]);
+    assert.deepEqual(await upstream(w, 'configmaps'), { ended: 1, lists: 2 }, 'a new cache listed the cluster again');
+  });
+});
+
+describe('the object bound: CAS_LIST_CACHE_MAX_OBJECTS', () => {
+  let w: World;
+  const group = `lb${pid}.example.com`;
+  const types = ['alphas', 'betas', 'gammas'];
+  before(async () => {
+    w = await startWorld({ tag: 'max', namespaces: 1, env: { CAS_LIST_CACHE_MAX_OBJECTS: '50' } });
+    const [N] = w.namespaces;
+    for (const plural of types) {
+      await createCrd(w.cp, { group, plural, kind: plural[0].toUpperCase() + plural.slice(1, -1), namespace: N });
+      // 20 objects each: any two types fit in 50, all three do not.
+      await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          const res = await kubeRequest(w.cp, 'POST', `/apis/${group}/v1/namespaces/${N}/${plural}`, {
+            apiVersion: `${group}/v1`,
+            kind: plural[0].toUpperCase() + plural.slice(1, -1),
+            metadata: { name: `o-${String(i).padStart(2, '0')}` },
+          });
+          assert.equal(res.status, 201, JSON.stringify(res.body));
+        }),
+      );
+    }
+    // ConfigMaps (every namespace of the shared cluster holds one) are a type with more than 50.
+    const listed = await kubeRequest(w.cp, 'GET', '/api/v1/configmaps?limit=1');
+    const count = 1 + Number(listed.body.metadata.remainingItemCount ?? 0);
+    if (count <= 50) await configmaps(w, N, 'filler', 51 - count, false);
+  });
+  after(async () => {
+    await stopWorld(w);
+    const cp = await sharedControlPlane('a');
+    for (const plural of types) {
+      await kubeRequest(cp, 'DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${plural}.${group}`);
+    }
+  });
+
+  const of = (plural: string) => `${plural}.${group}/_all`;
+
+  test('a type needing more is a 503 naming it and the bound; the caches that fit are served and kept', async () => {
+    const alphas = await page(w, of('alphas'), { page: 1, size: 5 });
+    assert.deepEqual([alphas.status, alphas.body.total], [200, 20], alphas.text);
+
+    const big = await page(w, 'configmaps/_all', { page: 1 });
+    assert.equal(big.status, 503, big.text);
+    assert.match(
+      big.body.message,
+      /^the list of configmaps on cluster 'c' needs more than the 50 objects .*\(CAS_LIST_CACHE_MAX_OBJECTS\)$/,
+    );
+    assert.equal((await page(w, 'configmaps/_all', { page: 1 })).status, 503, 'and again on the next query');
+
+    // The smaller type is still served, from the cache it had: refusing the big one dropped nothing.
+    const again = await page(w, of('alphas'), { page: 4, size: 5 });
+    assert.deepEqual([again.status, again.body.total, again.body.items.length], [200, 20, 5], again.text);
+    assert.deepEqual(await upstream(w, 'alphas'), { ended: 0, lists: 1 });
+  });
+
+  test('two types fit but not three: the least recently used cache is dropped; its next query lists again', async () => {
+    const served = async (plural: string) => {
+      const res = await page(w, of(plural), { page: 1, size: 50 });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.total, 20, `${plural}: ${res.text.slice(0, 200)}`);
+    };
+    const seen = async () =>
+      Object.fromEntries(await Promise.all(types.map(async (plural) => [plural, await upstream(w, plural)])));
+    await served('alphas');
+    await served('betas');
+    const start = await seen();
+    await served('alphas'); // betas is now the least recently used
+    await served('gammas');
+    await ended(w, 'betas', start.betas.ended + 1, 3_000);
+    assert.deepEqual(await seen(), {
+      alphas: start.alphas, // used more recently: kept, with its watch
+      betas: { ended: start.betas.ended + 1, lists: start.betas.lists },
+      gammas: { ended: start.gammas.ended, lists: start.gammas.lists + 1 },
+    });
+
+    await served('alphas');
+    await served('betas'); // listed again; makes room by dropping gammas, now the least recently used
+    await ended(w, 'gammas', start.gammas.ended + 1, 3_000);
+    assert.deepEqual(await seen(), {
+      alphas: start.alphas,
+      betas: { ended: start.betas.ended + 1, lists: start.betas.lists + 1 },
+      gammas: { ended: start.gammas.ended + 1, lists: start.gammas.lists + 1 },
+    });
+  });
+});
+
+describe('a cluster disabled or reconfigured while its caches are live', () => {
+  let w: World;
+  before(async () => {
+    w = await startWorld({ tag: 'off', namespaces: 1 });
+  });
+  after(() => stopWorld(w));
+
+  const put = async (body: Record<string, unknown>) => {
+    const res = await request(w.t.app, 'PUT', `/api/v1/admin/clusters/${w.clusterId}`, { token: w.admin, body });
+    assert.equal(res.status, 200, res.text);
+  };
+
+  test('disabled: its caches end within the 5 s sweep, pages are a 409 as every call; enabled again: pages again', async () => {
+    const [N] = w.namespaces;
+    const made = (await configmaps(w, N, 'cm', 3)).sort();
+    const q = { labelSelector: w.label, size: 100 };
+    assert.deepEqual(names((await page(w, 'configmaps/_all', q)).body), made);
+    assert.equal((await page(w, `secrets/${N}`, { page: 1 })).status, 200);
+
+    await put({ enabled: false });
+    const refused = await page(w, 'configmaps/_all', q);
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.body.message, "cluster 'c' is disabled");
+    // Within the 5 s sweep (and the moment the apiserver takes to write it down).
+    await ended(w, 'configmaps', 1, 6_500);
+    await ended(w, 'secrets', 1, 1_000);
+
+    await put({ enabled: true });
+    const back = await page(w, 'configmaps/_all', q);
+    assert.equal(back.status, 200, back.text);
+    assert.deepEqual(names(back.body), made);
+    assert.deepEqual(await upstream(w, 'configmaps'), { ended: 1, lists: 2 }, 'a new cache');
+  });
+
+  test('reconfigured: the old caches end within the sweep; pages come from new ones at once', async () => {
+    const q = { labelSelector: w.label, size: 100 };
+    const expected = names((await page(w, 'configmaps/_all', q)).body);
+    const was = await upstream(w, 'configmaps');
+    await put({ impersonate: true });
+    await put({ impersonate: false }); // the same connection as before, at a new generation
+    const res = await page(w, 'configmaps/_all', q);
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(names(res.body), expected);
+    assert.deepEqual(await upstream(w, 'configmaps'), { ended: was.ended, lists: was.lists + 1 }, 'a new cache');
+    await ended(w, 'configmaps', was.ended + 1, 7_000);
+    await sleep(5_500); // one more sweep: the new cache is the cluster's current one and stays
+    assert.deepEqual(await upstream(w, 'configmaps'), { ended: was.ended + 1, lists: was.lists + 1 });
+  });
+});
