@@ -152,6 +152,8 @@ export class ListsService {
     let sentAt = 0;
     const tick = setInterval(() => {
       if (stream.closed) return clearInterval(tick);
+      // An open stream uses its cache as a query does: it is not idle while a console listens.
+      cache.usedAt = Date.now();
       if (cache.ended) {
         clearInterval(tick);
         return stream.end(

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { open, stat } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -228,6 +229,48 @@ describe('an idle list cache is dropped with its watch', () => {
     assert.equal(next.status, 200, next.text);
     assert.deepEqual([next.body.total, names(next.body)], [4, made.sort()]);
     assert.deepEqual(await upstream(w, 'configmaps'), { ended: 1, lists: 2 }, 'a new cache listed the cluster again');
+  });
+});
+
+describe('a paged watch keeps its list cache', () => {
+  let w: World;
+  before(async () => {
+    w = await startWorld({ tag: 'held', namespaces: 1, env: { CAS_LIST_CACHE_IDLE_SECONDS: '1' } });
+  });
+  after(() => stopWorld(w));
+
+  test('a watch=true stream open past the idle time keeps its cache: no ERROR, and a CHANGED when the list changes', async () => {
+    const [N] = w.namespaces;
+    await configmaps(w, N, 'cm', 2);
+    await w.t.app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `${await w.t.app.getUrl()}/api/v1/configmaps/_all?${new URLSearchParams({ labelSelector: w.label, page: '1', watch: 'true' })}`;
+    const events: Array<{ type: string; total?: number }> = [];
+    const req = http.get(url.replace('[::1]', '127.0.0.1'), {
+      headers: { authorization: `Bearer ${w.admin}`, 'x-cluster-name': 'c' },
+    });
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) =>
+      req.once('response', resolve).once('error', reject),
+    );
+    assert.equal(res.statusCode, 200);
+    let pending = '';
+    res.setEncoding('utf8').on('data', (chunk: string) => {
+      pending += chunk;
+      for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
+        events.push(JSON.parse(pending.slice(0, nl)));
+        pending = pending.slice(nl + 1);
+      }
+    });
+    try {
+      // Nothing changes and no page is asked for over an idle time and more than a sweep (5 s).
+      await sleep(7_000);
+      assert.equal(events.length, 0, `no ERROR: the cache was kept for the stream (${JSON.stringify(events)})`);
+      assert.deepEqual(await upstream(w, 'configmaps'), { ended: 0, lists: 1 });
+      await configmaps(w, N, 'later', 1);
+      await waitFor('a CHANGED notice with total 3', async () => events.find((e) => e.total === 3), 5_000);
+      assert.equal(events[0].type, 'CHANGED');
+    } finally {
+      req.destroy();
+    }
   });
 });
 
