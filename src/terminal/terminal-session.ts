@@ -22,6 +22,12 @@ import {
 /** Bytes a side may have queued toward the other before the other is paused (backpressure). */
 const HIGH_WATER = 256 * 1024;
 const LOW_WATER = 64 * 1024;
+/**
+ * Bytes a side relays before it waits for the next turn of the event loop. A session streaming output
+ * as fast as the cluster sends it would otherwise relay every message its socket has buffered in one go,
+ * and every other session of the replica (someone typing) would wait behind that batch.
+ */
+const TURN_BYTES = 64 * 1024;
 
 /** How a session ended, for its audit row. */
 export interface SessionEnd {
@@ -52,9 +58,10 @@ export interface SessionOptions {
 
 /**
  * One terminal session: two WebSockets relayed message for message (byte for byte, the channel
- * framing untouched), each side paused while the other has too much queued. The owner (StreamOwner)
- * re-authorizes it, ticks its clocks (pings, idle and maximum time) and ends it on shutdown. It reads
- * the channels only to count bytes, take the exit code, and record output (never input).
+ * framing untouched), each side paused while the other has too much queued, and after every TURN_BYTES
+ * until the next turn of the event loop. The owner (StreamOwner) re-authorizes it, ticks its clocks
+ * (pings, idle and maximum time) and ends it on shutdown. It reads the channels only to count bytes, take
+ * the exit code, and record output (never input).
  */
 export class TerminalSession implements OwnedStream {
   readonly kind = 'exec' as const;
@@ -114,7 +121,12 @@ export class TerminalSession implements OwnedStream {
 
   private relay(from: WebSocket, to: WebSocket, observe: (data: Buffer) => void): void {
     let queued = 0;
-    let paused = false;
+    let blocked = false; // the other side has more than HIGH_WATER queued
+    let yielding = false; // waiting for the next turn of the event loop
+    let sinceYield = 0;
+    const resume = () => {
+      if (!blocked && !yielding) from.resume();
+    };
     from.on('message', (raw: RawData, isBinary: boolean) => {
       const data = Buffer.isBuffer(raw) ? raw : Buffer.concat(Array.isArray(raw) ? raw : [Buffer.from(raw)]);
       this.lastTraffic = Date.now();
@@ -123,14 +135,24 @@ export class TerminalSession implements OwnedStream {
       queued += data.length;
       to.send(data, { binary: isBinary }, () => {
         queued -= data.length;
-        if (paused && queued <= LOW_WATER) {
-          paused = false;
-          from.resume();
+        if (blocked && queued <= LOW_WATER) {
+          blocked = false;
+          resume();
         }
       });
-      if (!paused && queued > HIGH_WATER) {
-        paused = true;
+      if (!blocked && queued > HIGH_WATER) {
+        blocked = true;
         from.pause();
+      }
+      sinceYield += data.length;
+      if (sinceYield >= TURN_BYTES && !yielding) {
+        sinceYield = 0;
+        yielding = true;
+        from.pause();
+        setImmediate(() => {
+          yielding = false;
+          resume();
+        });
       }
     });
   }

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
 import { WebSocket } from 'ws';
 
 /** A terminal WebSocket as a test sees it: what arrived per channel, the exit status, how it closed. */
@@ -23,10 +24,14 @@ export type Opened =
   | { ok: true; client: TerminalClient }
   | { ok: false; status: number; body: string; headers: IncomingMessage['headers'] };
 
-/** Opens a terminal WebSocket; a refused upgrade resolves with its status and body. */
+/**
+ * Opens a terminal WebSocket; a refused upgrade resolves with its status and body. `retain: false` keeps
+ * nothing that arrives (text() and messages() stay empty): a reader of a long output stream counts it on
+ * `ws` itself instead of holding all of it.
+ */
 export function openTerminal(
   url: string,
-  options: { protocols?: string[]; headers?: Record<string, string>; ca?: string } = {},
+  options: { protocols?: string[]; headers?: Record<string, string>; ca?: string; retain?: boolean } = {},
 ): Promise<Opened> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, options.protocols ?? ['v4.channel.k8s.io'], {
@@ -35,6 +40,9 @@ export function openTerminal(
       perMessageDeflate: false,
     });
     const channels = new Map<number, Buffer[]>();
+    // Text decoded as it arrives (a character split across messages kept whole), so that a waiter's
+    // check on every message does not decode the whole history again.
+    const texts = new Map<number, { decoder: StringDecoder; text: string }>();
     const waiters: Array<() => void> = [];
     let pings = 0;
     ws.on('ping', () => pings++);
@@ -57,6 +65,7 @@ export function openTerminal(
     ws.on('open', () => {
       const base64 = ws.protocol.includes('base64');
       ws.on('message', (raw: Buffer, isBinary: boolean) => {
+        if (options.retain === false) return;
         let channel: number;
         let payload: Buffer;
         if (base64 || !isBinary) {
@@ -69,9 +78,12 @@ export function openTerminal(
         }
         if (!channels.has(channel)) channels.set(channel, []);
         channels.get(channel)!.push(payload);
+        let decoded = texts.get(channel);
+        if (!decoded) texts.set(channel, (decoded = { decoder: new StringDecoder('utf8'), text: '' }));
+        decoded.text += decoded.decoder.write(payload);
         for (const w of waiters.splice(0)) w();
       });
-      const text = (channel: number) => Buffer.concat(channels.get(channel) ?? []).toString('utf8');
+      const text = (channel: number) => texts.get(channel)?.text ?? '';
       const client: TerminalClient = {
         ws,
         protocol: ws.protocol,
