@@ -391,6 +391,11 @@ async function resourcesPart() {
       proxy: [viaProxy, kubePath(ns, 'one')],
       service: [viaKube, kubePath(ns, 'one')],
     });
+    // The issue's own measure: the Kubernetes path against the resource route, so its ratio to kubectl proxy is theirs.
+    const kubeRestSlices = await inSlices('GET, 32 conn, resource route and Kubernetes path (API key)', 32, {
+      rest: [viaKey, ourPath(ns, 'one')],
+      kube: [viaKube, kubePath(ns, 'one')],
+    });
     const kubeListSlices = await inSlices(
       'Kubernetes path: LIST 300 × 4 KiB (kubectl get cm -o json), 8 conn, kubectl proxy and service (API key)',
       8,
@@ -412,6 +417,7 @@ async function resourcesPart() {
       listSlices,
       listProxySlices,
       kubeGetSlices,
+      kubeRestSlices,
       kubeListSlices,
       oneDirect,
       oneProxy,
@@ -1101,6 +1107,12 @@ if (resources) {
       kubeGetRatio >= 1,
       `${kubeGetRatio.toFixed(2)}×`,
     );
+    const kubeRestRatio = r.kubeRestSlices.kube / r.kubeRestSlices.rest;
+    goal(
+      `round ${i + 1}: Kubernetes path GET ≥ 0.95× the resource route's GET (in slices; the same ratio to kubectl proxy)`,
+      kubeRestRatio >= 0.95,
+      `${kubeRestRatio.toFixed(2)}× (${Math.round(r.kubeRestSlices.kube)} and ${Math.round(r.kubeRestSlices.rest)} req/s)`,
+    );
     const kubeListRatio = r.kubeListSlices.service / r.kubeListSlices.proxy;
     goal(
       `round ${i + 1}: Kubernetes path LIST 300 × 4 KiB at 8 conn ≥ 0.9× kubectl proxy (in slices)`,
@@ -1189,7 +1201,7 @@ if (terminal) {
   goal('RSS growth during the terminal load ≤ 64 MiB', terminal.growth <= 64 * MIB, `+${mib(terminal.growth)}`);
   goal('the 50 MiB stream arrived whole', terminal.flooded >= 50 * MIB, mib(terminal.flooded));
 }
-console.log('\nGoals (issue 11):');
+console.log('\nGoals:');
 for (const v of verdicts) console.log('  ' + v);
 
 for (const proxy of resources?.proxies ?? []) proxy.kill('SIGTERM');
