@@ -55,7 +55,9 @@ const Passthrough = (method: string, withBody: boolean, what: string) =>
         "@kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before " +
         "anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); " +
         "the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. " +
-        "Query parameters are the Kubernetes API's own and are passed on.",
+        "Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, " +
+        '`attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal ' +
+        'sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.',
     }),
     ApiParam({ name: 'name', description: 'The cluster', example: 'prod' }),
     ApiParam({
