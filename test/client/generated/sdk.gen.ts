@@ -1391,7 +1391,7 @@ export const getAuditRecording = <ThrowOnError extends boolean = false>(options:
 /**
  * Deletes an object, or a collection (deletecollection: kubectl delete --all).
  *
- * Deletes: DELETE on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Deletes: DELETE on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1412,7 +1412,7 @@ export const deleteKubernetesApi = <ThrowOnError extends boolean = false>(option
 /**
  * Reads (and HEAD): get, list, watch (?watch=true and the legacy /watch/ paths), logs, discovery.
  *
- * Reads: GET on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Reads: GET on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1433,7 +1433,7 @@ export const getKubernetesApi = <ThrowOnError extends boolean = false>(options: 
 /**
  * Patches: strategic merge, JSON merge, JSON patch and server-side apply, by Content-Type.
  *
- * Patches: PATCH on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Patches: PATCH on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1458,7 +1458,7 @@ export const patchKubernetesApi = <ThrowOnError extends boolean = false>(options
 /**
  * Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself).
  *
- * Creates: POST on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Creates: POST on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
  *
  * Needs a signed-in user or an API key with a role.
  */
@@ -1483,7 +1483,7 @@ export const postKubernetesApi = <ThrowOnError extends boolean = false>(options:
 /**
  * Replaces an object or a subresource.
  *
- * Replaces: PUT on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on.
+ * Replaces: PUT on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
  *
  * Needs a signed-in user or an API key with a role.
  */
