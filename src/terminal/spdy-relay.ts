@@ -34,7 +34,7 @@ export interface SpdyRelayOptions {
   idleMs: number;
   maxMs: number;
   recording?: AsciicastRecording;
-  onEnd(end: SessionEnd & { ports?: number[] }): void;
+  onEnd(end: SessionEnd & { ports?: number[]; portsTruncated?: boolean }): void;
 }
 
 /**
@@ -64,6 +64,8 @@ export class SpdyRelay implements OwnedStream {
   /** Each stream the client opened: its `streamType` (error, stdin, stdout, stderr, resize, data). */
   private readonly streamTypes = new Map<number, string>();
   private readonly ports = new Set<number>();
+  /** A port-forward past the header bound: later streams' ports are not read (the end row says so). */
+  private portsTruncated = false;
   private errorStream?: number;
   private errorBytes: Buffer[] = [];
   private readonly decoders: Map<number, StringDecoder> = textDecoders();
@@ -147,7 +149,17 @@ export class SpdyRelay implements OwnedStream {
 
   private fromClientFrame(frame: SpdyFrame): void {
     if (frame.control && frame.type === SYN_STREAM) {
-      const headers = this.clientHeaders.synStream(frame.body);
+      if (this.portsTruncated) return;
+      let headers: Map<string, string>;
+      try {
+        headers = this.clientHeaders.synStream(frame.body);
+      } catch (error) {
+        // A port-forward opens two streams per connection for as long as it runs; its headers only name the
+        // ports for the audit row, so past the bound it goes on unread (exec and attach open five at most).
+        if (this.o.kind !== 'portforward') throw error;
+        this.portsTruncated = true;
+        return;
+      }
       const type = headers.get('streamtype') ?? '';
       this.streamTypes.set(frame.streamId, type);
       if (type === 'error' && this.errorStream === undefined) this.errorStream = frame.streamId;
@@ -197,7 +209,9 @@ export class SpdyRelay implements OwnedStream {
       bytesOut: this.bytesOut,
       reason,
       recording: this.o.recording?.toString(),
-      ...(this.o.kind === 'portforward' ? { ports: [...this.ports] } : {}),
+      ...(this.o.kind === 'portforward'
+        ? { ports: [...this.ports], ...(this.portsTruncated ? { portsTruncated: true } : {}) }
+        : {}),
     });
   }
 }

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, test } from 'node:test';
+import { randomBytes } from 'node:crypto';
 import zlib from 'node:zlib';
 import { dataFrame, DICTIONARY, SpdyFrameReader } from '../../src/terminal/spdy-frames.js';
 import { SpdyRelay } from '../../src/terminal/spdy-relay.js';
@@ -20,22 +21,18 @@ async function socketPair(): Promise<[net.Socket, net.Socket]> {
   return [near, far];
 }
 
-/** SYN_STREAMs opening streams 1, 3, 5… of these types, header blocks in one zlib context as client-go writes them. */
-async function synStreams(types: string[]): Promise<Buffer> {
+/** SYN_STREAMs opening streams 1, 3, 5… with these headers, header blocks in one zlib context as client-go writes them. */
+async function synStreams(sets: Array<Array<[string, string]>>): Promise<Buffer> {
   const deflate = zlib.createDeflate({ dictionary: DICTIONARY });
   const out: Buffer[] = [];
   deflate.on('data', (c: Buffer) => out.push(c));
   const frames: Buffer[] = [];
-  for (const [i, type] of types.entries()) {
-    const name = Buffer.from('streamtype');
-    const value = Buffer.from(type);
-    const block = Buffer.alloc(12 + name.length + value.length);
-    block.writeUInt32BE(1, 0);
-    block.writeUInt32BE(name.length, 4);
-    name.copy(block, 8);
-    block.writeUInt32BE(value.length, 8 + name.length);
-    value.copy(block, 12 + name.length);
-    deflate.write(block);
+  for (const [i, headers] of sets.entries()) {
+    const parts: Buffer[] = [u32(headers.length)];
+    for (const [name, value] of headers) {
+      parts.push(u32(Buffer.byteLength(name)), Buffer.from(name), u32(Buffer.byteLength(value)), Buffer.from(value));
+    }
+    deflate.write(Buffer.concat(parts));
     await new Promise<void>((resolve) => deflate.flush(zlib.constants.Z_SYNC_FLUSH, () => resolve()));
     const body = Buffer.concat([Buffer.alloc(10), ...out.splice(0)]);
     body.writeUInt32BE(2 * i + 1, 0);
@@ -48,6 +45,14 @@ async function synStreams(types: string[]): Promise<Buffer> {
   deflate.close();
   return Buffer.concat(frames);
 }
+
+function u32(n: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n);
+  return b;
+}
+
+const streamTypes = (...types: string[]) => types.map((t): Array<[string, string]> => [['streamtype', t]]);
 
 function collect(socket: net.Socket): { bytes: () => Buffer; ended: Promise<void> } {
   const chunks: Buffer[] = [];
@@ -67,7 +72,7 @@ describe('the SPDY relay', () => {
     const toKubelet = collect(kubelet);
     const toKubectl = collect(kubectl);
     const ends: SessionEnd[] = [];
-    const opening = await synStreams(['error', 'stdout']);
+    const opening = await synStreams(streamTypes('error', 'stdout'));
     const stdout = dataFrame(3, Buffer.from('hello from the pod'), false);
     const relay = new SpdyRelay({
       kind: 'exec',
@@ -116,6 +121,50 @@ describe('the SPDY relay', () => {
     assert.equal(ends.length, 1);
     assert.equal(ends[0].reason, 'the rule is gone; the stream has ended');
     kubectl.destroy();
+    kubelet.destroy();
+  });
+
+  test('a port-forward past the header bound goes on, its later ports unread and the end row saying so', async () => {
+    const [kubectl, clientSide] = await socketPair();
+    const [upstreamSide, kubelet] = await socketPair();
+    const toKubelet = collect(kubelet);
+    const ends: Array<{ ports?: number[]; portsTruncated?: boolean }> = [];
+    new SpdyRelay({
+      kind: 'portforward',
+      caller: {} as never,
+      secret: '',
+      cluster: {} as never,
+      access: [],
+      client: clientSide,
+      clientHead: Buffer.alloc(0),
+      upstream: upstreamSide,
+      upstreamHead: Buffer.alloc(0),
+      protocol: 'portforward.k8s.io',
+      pingMs: 30_000,
+      idleMs: 60_000,
+      maxMs: 60_000,
+      onEnd: (end) => ends.push(end),
+    });
+    // 40 connections' streams with 3,000 random header bytes each: past the 64 KiB of headers read.
+    const sets = Array.from({ length: 40 }, (_, i): Array<[string, string]> => [
+      ['port', String(8000 + i)],
+      ['requestid', randomBytes(2250).toString('base64')],
+      ['streamtype', 'data'],
+    ]);
+    const opening = await synStreams(sets);
+    const after = dataFrame(79, Buffer.from('still relayed'), false);
+    kubectl.write(Buffer.concat([opening, after]));
+    await until('everything at the kubelet', () => toKubelet.bytes().length === opening.length + after.length);
+    assert.ok(toKubelet.bytes().subarray(opening.length).equals(after));
+    kubectl.destroy();
+    await until('the end row', () => ends.length === 1);
+    assert.equal(ends[0].portsTruncated, true);
+    const ports = ends[0].ports ?? [];
+    assert.ok(ports.length > 0 && ports.length < 40, `${ports.length} ports read`);
+    assert.deepEqual(
+      ports,
+      sets.slice(0, ports.length).map((_, i) => 8000 + i),
+    );
     kubelet.destroy();
   });
 });

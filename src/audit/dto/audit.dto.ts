@@ -122,7 +122,8 @@ export class AuditEventDto {
   /**
    * Terminal sessions (exec, attach, port-forward): on the start row `event: "start"`, `container`,
    * `command`, `tty`, `ports`; on the end row `event: "end"`, `durationMs`, `exitCode` (when the channel
-   * carried one), `bytesIn`, `bytesOut`, `reason`, and `recording: true` when
+   * carried one), `bytesIn`, `bytesOut`, `reason`, `ports` of a SPDY port-forward (`portsTruncated: true` when a
+   * long one opened more streams than were read), and `recording: true` when
    * `GET /api/v1/admin/audit/{id}/recording` has its output; `event: "abandoned"` when the cluster had
    * started the command but the client left before its upgrade completed. A write asked as a dry run (`dryRun=All`
    * on a resource route, apply or the Kubernetes path): `{ "dryRun": true }` (nothing was changed).
