@@ -7,20 +7,25 @@
 // enforces SPDY/3.1 send windows that spdystream never opens, so a stream would stall after 64 KiB.
 import type { Duplex } from 'node:stream';
 import zlib from 'node:zlib';
-// The protocol's constant dictionary, shared with the service's reader rather than copied.
-import { DICTIONARY, SpdyHeaderDecoder } from '../../src/terminal/spdy-frames.js';
+// The framing the service reads with (frames, header blocks, DATA), shared rather than copied: what differs
+// here is the server's side — replies, stream state, PINGs.
+import {
+  dataFrame,
+  DICTIONARY,
+  FLAG_FIN,
+  type SpdyFrame,
+  SpdyFrameReader,
+  SpdyHeaderDecoder,
+  SYN_STREAM,
+} from '../../src/terminal/spdy-frames.js';
 
 const VERSION = 3;
-const SYN_STREAM = 1;
 const SYN_REPLY = 2;
 const RST_STREAM = 3;
 const PING = 6;
 const GOAWAY = 7;
-const FLAG_FIN = 0x01;
 /** RST_STREAM status: CANCEL. */
 export const CANCEL = 5;
-/** A frame larger than this is a protocol error here (kubectl's frames are far smaller). */
-const MAX_FRAME = 16 * 1024 * 1024;
 
 /** One stream the client opened, with its headers (names lowercase, as SPDY/3 requires). */
 export interface SpdyStream {
@@ -46,7 +51,7 @@ interface StreamState extends SpdyStream {
  * reply is queued); writes are queued in order so a reply always precedes the stream's data.
  */
 export class SpdyServerConnection {
-  private buffer: Buffer = Buffer.alloc(0);
+  private readonly reader = new SpdyFrameReader();
   private readonly streams = new Map<number, StreamState>();
   /** Header blocks received: SPDY/3 keeps one zlib context per direction. */
   private readonly headersIn = new SpdyHeaderDecoder();
@@ -138,28 +143,18 @@ export class SpdyServerConnection {
   }
 
   private receive(chunk: Buffer): void {
-    this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk;
-    while (this.buffer.length >= 8) {
-      const length = this.buffer.readUIntBE(5, 3);
-      if (length > MAX_FRAME) return void this.socket.destroy();
-      if (this.buffer.length < 8 + length) return;
-      const frame = this.buffer.subarray(0, 8 + length);
-      this.buffer = this.buffer.subarray(8 + length);
-      try {
-        this.frame(frame);
-      } catch {
-        // A frame this server cannot read: the connection is broken, as spdystream would treat it.
-        this.socket.destroy();
-        return;
-      }
+    try {
+      for (const frame of this.reader.push(chunk).frames) this.frame(frame);
+    } catch {
+      // A frame this server cannot read (or over the reader's bound): the connection is broken, as
+      // spdystream would treat it.
+      this.socket.destroy();
     }
   }
 
-  private frame(frame: Buffer): void {
-    const flags = frame[4];
-    const body = frame.subarray(8);
-    if ((frame[0] & 0x80) === 0) {
-      const stream = this.streams.get(frame.readUInt32BE(0) & 0x7fffffff);
+  private frame({ bytes, control, type, flags, streamId, body }: SpdyFrame): void {
+    if (!control) {
+      const stream = this.streams.get(streamId);
       if (!stream) return;
       if (body.length > 0) {
         if (stream.dataHandlers.length === 0) stream.early.push(Buffer.from(body));
@@ -171,11 +166,11 @@ export class SpdyServerConnection {
       }
       return;
     }
-    const version = frame.readUInt16BE(0) & 0x7fff;
+    const version = bytes.readUInt16BE(0) & 0x7fff;
     if (version !== VERSION) throw new Error(`SPDY version ${version}`);
-    switch (frame.readUInt16BE(2)) {
+    switch (type) {
       case SYN_STREAM: {
-        const id = body.readUInt32BE(0) & 0x7fffffff;
+        const id = streamId;
         const stream = this.stream(id, this.headersIn.synStream(body), (flags & FLAG_FIN) !== 0);
         // The reply first: client-go waits for it before it writes anything on the stream.
         void this.write(async () => {
@@ -186,7 +181,7 @@ export class SpdyServerConnection {
         return;
       }
       case RST_STREAM: {
-        const stream = this.streams.get(body.readUInt32BE(0) & 0x7fffffff);
+        const stream = this.streams.get(streamId);
         if (!stream) return;
         stream.localEnded = stream.remoteEnded = true;
         for (const handler of stream.resetHandlers) handler();
@@ -250,12 +245,4 @@ function controlFrame(type: number, flags: number, body: Buffer): Buffer {
   head.writeUInt32BE(body.length, 4);
   head[4] = flags;
   return Buffer.concat([head, body]);
-}
-
-function dataFrame(id: number, data: Buffer, fin: boolean): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(id & 0x7fffffff, 0);
-  head.writeUInt32BE(data.length, 4);
-  head[4] = fin ? FLAG_FIN : 0;
-  return Buffer.concat([head, data]);
 }
