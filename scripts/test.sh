@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need and runs the whole suite:
-#   lint (ESLint; Redocly and Spectral on openapi.json); unit and harness tests once; HTTP and end-to-end tests on SQLite and again on PostgreSQL;
+#   lint (ESLint; Redocly and Spectral on openapi.json); unit and harness tests once; HTTP and end-to-end tests on SQLite;
+#   again on PostgreSQL the HTTP tests and the end-to-end files that depend on the database;
 #   the long tests (test/long) once, beside the SQLite pass.
 # Ends with one line "N passed, N failed[, N skipped]" and exits non-zero when anything failed.
 # Options (environment): TEST_DATABASE_URL (PostgreSQL server to create test databases on),
@@ -102,6 +103,21 @@ files() { # files under the given build/test folders, or TEST_FILES (those of te
   for dir in "$@"; do [ -d "build/test/$dir" ] && find "build/test/$dir" -name '*.test.js'; done | sort
 }
 
+# The PostgreSQL pass runs what depends on the database: every HTTP test (the app on a real database), and
+# the end-to-end files that say so on a line of their own (`// Database: runs on PostgreSQL too: <why>`);
+# the rest of the end-to-end tier tests clusters, the same on either database.
+database_files() {
+  local f src
+  for f in $(files http e2e); do
+    case "$f" in
+      build/test/e2e/*)
+        src="test/${f#build/test/}"; src="${src%.js}.ts"
+        grep -q '^// Database: runs on PostgreSQL too' "$src" 2>/dev/null && echo "$f" ;;
+      *) echo "$f" ;;
+    esac
+  done
+}
+
 run() { # run <label> <files...>
   local label=$1; shift
   [ $# -gt 0 ] || return 0
@@ -147,7 +163,7 @@ run unit $(files unit harness) || status=1
 if [ "${SKIP_CLUSTER:-}" != 1 ] || [ -n "${TEST_FILES:-}" ]; then start_long; fi
 TEST_DATABASE_URL= run sqlite $(files http e2e) || status=1
 if [ "${SKIP_POSTGRES:-}" != 1 ]; then
-  TEST_DATABASE_URL=$TEST_DATABASE_URL_PG run postgres $(files http e2e) || status=1
+  TEST_DATABASE_URL=$TEST_DATABASE_URL_PG run postgres $(database_files) || status=1
 fi
 wait_long || status=1
 

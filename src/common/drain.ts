@@ -1,4 +1,6 @@
+import { Logger } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorBody } from './filters/http-exception.filter.js';
 
@@ -10,12 +12,20 @@ type Counted = FastifyRequest & { [COUNTED]?: boolean };
  * while the requests already in flight run to completion.
  */
 export class RequestDrain {
+  private readonly logger = new Logger('Drain');
   private inFlight = 0;
   private draining = false;
   private onIdle?: () => void;
   private readonly drainListeners: Array<() => void> = [];
 
+  /** Every open client connection, upgraded ones (terminal sessions) included. */
+  private readonly sockets = new Set<Socket>();
+
   register(fastify: FastifyInstance): void {
+    fastify.server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
     // Callback-style hooks: nothing here waits, so no promise per request.
     fastify.addHook('onRequest', (request, reply, next) => {
       if (this.draining) {
@@ -61,11 +71,30 @@ export class RequestDrain {
   async drain(timeoutMs: number): Promise<boolean> {
     if (!this.draining) {
       this.draining = true;
-      for (const listener of this.drainListeners.splice(0)) listener();
+      for (const listener of this.drainListeners.splice(0)) {
+        try {
+          listener();
+        } catch (error) {
+          // One listener failing must not keep the others (or the drain) from running.
+          this.logger.error(`a drain listener failed: ${(error as Error)?.stack ?? String(error)}`);
+        }
+      }
     }
     if (this.inFlight === 0) return true;
     const idle = new Promise<boolean>((resolve) => (this.onIdle = () => resolve(true)));
     return Promise.race([idle, sleep(timeoutMs, false, { ref: false })]);
+  }
+
+  /**
+   * Closes every client connection still open. Called once the grace period is over: a stream told to end whose
+   * client no longer reads (its last bytes never leave), a client that never answers a WebSocket close, would
+   * otherwise hold the server's close, and the process, for as long as the client likes.
+   */
+  closeConnections(): number {
+    const open = this.sockets.size;
+    for (const socket of this.sockets) socket.destroy();
+    this.sockets.clear();
+    return open;
   }
 }
 

@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: audit rows are stored and queried.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AuditEventEntity } from '../../src/audit/audit-event.entity.js';

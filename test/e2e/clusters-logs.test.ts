@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: clusters imported into the database at start.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';

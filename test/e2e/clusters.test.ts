@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: the cluster registry is stored.
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';

@@ -217,6 +217,60 @@ describe('one data plane: every route family goes to an impersonating cluster as
     const reviews = (await asPerson(from)).filter(review);
     assert.ok(reviews.length >= 2, `a review each for api-resources and the schema: ${reviews.length}`);
   });
+
+  test("a person bound to the cluster's `view` reads an object's events although the service's rules also allow events.k8s.io", async () => {
+    // `view` on v1.20 grants core events, not events.events.k8s.io: the route must not turn that into a 403.
+    const wide = `${role}-wide`;
+    const admin = client(t.app, (await signedIn(t, 'admin')).token);
+    const created = await admin.post('/api/v1/admin/roles', {
+      body: {
+        name: wide,
+        rules: [
+          {
+            clusters: [cluster],
+            namespaces: [ns],
+            resources: ['configmaps', 'events', 'events.events.k8s.io'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const viewer = await signedIn(t, wide, { username: `${username}-wide` });
+    const binding = await kubeRequest(cp, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
+      metadata: { name: 'dp-view-wide' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: `cas:role:${wide}` }],
+    });
+    assert.equal(binding.status, 201, JSON.stringify(binding.body));
+    const event = await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/events`, {
+      metadata: { name: `cm1-seen-${pid}` },
+      involvedObject: {
+        kind: 'ConfigMap',
+        namespace: ns,
+        name: 'cm1',
+        uid: (await kubeRequest(cp, 'GET', `/api/v1/namespaces/${ns}/configmaps/cm1`)).body.metadata.uid,
+      },
+      reason: 'Seen',
+      message: 'seen by a test',
+      type: 'Normal',
+      firstTimestamp: new Date().toISOString(),
+      lastTimestamp: new Date().toISOString(),
+    });
+    assert.equal(event.status, 201, JSON.stringify(event.body));
+    const events = await waitFor('the RoleBinding to take effect for the events', async () => {
+      const res = await request(t.app, 'GET', `/api/v1/configmaps/${ns}/cm1/events`, {
+        token: viewer.token,
+        headers: { 'x-cluster-name': cluster },
+      });
+      return res.status === 200 ? res : undefined;
+    });
+    assert.equal(events.body.kind, 'EventList');
+    assert.ok(
+      events.body.items.some((e: { reason?: string }) => e.reason === 'Seen'),
+      JSON.stringify(events.body.items.map((e: { reason?: string }) => e.reason)),
+    );
+  });
 });
 
 describe('one stream owner: a disabled or deleted cluster ends its open watches and logs within 5 s', () => {

@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: a replica killed mid-write.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';

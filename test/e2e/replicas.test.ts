@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: several replicas share one PostgreSQL.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';

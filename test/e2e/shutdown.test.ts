@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: a drain with the database open.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

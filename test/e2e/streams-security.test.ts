@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: streams re-check credentials stored in the database.
 /**
  * Security round 3, the stream findings: HEAD on a streaming route opens nothing; stream limits count
  * per user (API keys included), concurrently and in sequence; a first page larger than a client's

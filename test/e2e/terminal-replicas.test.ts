@@ -1,3 +1,4 @@
+// Database: runs on PostgreSQL too: terminal sessions across replicas sharing PostgreSQL.
 // Issue 31: no stickiness. Two replicas (real processes) on one database: a session on each; A gets
 // SIGTERM and ends its session with a status frame; B's session goes on untouched.
 import assert from 'node:assert/strict';
