@@ -77,6 +77,11 @@ export class WatchEvent {
 
   /** Parses one line of a cluster's watch stream; throws on anything that is not a watch event. */
   static parse(line: Buffer): WatchEvent {
+    return WatchEvent.parseWithObject(line).event;
+  }
+
+  /** The event of one line and its object, parsed once: the object is for the reader's use, not kept by the event. */
+  static parseWithObject(line: Buffer): { event: WatchEvent; object: Record<string, any> } {
     const value = JSON.parse(line.toString('utf8')) as { type?: unknown; object?: any };
     if (typeof value !== 'object' || value === null || typeof value.type !== 'string' || !TYPES.has(value.type)) {
       throw new Error('not a watch event');
@@ -86,17 +91,19 @@ export class WatchEvent {
     const type = value.type as WatchEventType;
     const terminated = line[line.length - 1] === 0x0a ? line : Buffer.concat([line, Buffer.from('\n')]);
     if (type === 'ERROR') {
-      return new WatchEvent(type, '', terminated, {
+      const status = {
         code: typeof object.code === 'number' ? object.code : undefined,
         reason: typeof object.reason === 'string' ? object.reason : undefined,
         message: typeof object.message === 'string' ? object.message : undefined,
-      });
+      };
+      return { event: new WatchEvent(type, '', terminated, status), object };
     }
     const metadata = object.metadata;
     const rv = metadata?.resourceVersion;
     if (typeof rv !== 'string' || rv === '') throw new Error('watch event without metadata.resourceVersion');
-    if (type === 'BOOKMARK') return new WatchEvent(type, rv, terminated);
-    return new WatchEvent(type, rv, terminated, undefined, objectKey(metadata), labelsOf(metadata));
+    if (type === 'BOOKMARK') return { event: new WatchEvent(type, rv, terminated), object };
+    const event = new WatchEvent(type, rv, terminated, undefined, objectKey(metadata), labelsOf(metadata));
+    return { event, object };
   }
 
   /** An event built by the service (an initial ADDED from a list, or an ERROR with a Status). */
