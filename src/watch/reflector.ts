@@ -31,14 +31,16 @@ export interface ReflectorConsumer {
   /** The watch is current (true) or not (false: broken, resuming, listing). */
   live?(live: boolean): void;
   /** The reflector has ended for good: every later use must start a new one. */
-  ended(failure?: HttpException): void;
+  stopped(failure?: HttpException): void;
 }
 
 export interface ReflectorOptions {
   /** The service's own identity: what a reflector serves is authorized per caller by its consumers. */
   cluster: ClusterClient;
-  /** The collection across all namespaces (or cluster-scoped), e.g. `/api/v1/configmaps`. */
+  /** The collection, e.g. `/api/v1/configmaps` (all namespaces) or `/api/v1/namespaces/a/events`. */
   path: string;
+  /** Part of what the cluster is asked for: the collection as the cluster selects it. */
+  fieldSelector?: string;
   /** The cluster ends each watch after this long (plus up to a quarter more); it is then resumed at once. */
   upstreamTimeoutSeconds: number;
   /** Called once when the reflector ends (its last consumer left, or it failed for good). */
@@ -90,6 +92,8 @@ export class Reflector {
   private listing = false;
   /** Whether a first list has been delivered. */
   private started = false;
+  /** Whether the next attempt must list (the start, a 410, a failed list); else it watches on from the last version. */
+  private needsList = true;
   private failure?: HttpException;
 
   constructor(
@@ -167,7 +171,7 @@ export class Reflector {
     const consumers = [...this.consumers, ...[...this.joining].map((j) => j.consumer)];
     this.consumers.clear();
     this.joining.clear();
-    for (const consumer of consumers) consumer.ended(failure);
+    for (const consumer of consumers) consumer.stopped(failure);
     this.options.onEnd(this);
   }
 
@@ -208,6 +212,7 @@ export class Reflector {
 
   /** Lists the whole collection (one snapshot), hands it to every consumer, then watches from its version. */
   private async relist(exactly?: string): Promise<void> {
+    this.needsList = true;
     this.setLive(false);
     const epoch = ++this.epoch;
     this.listing = true;
@@ -226,6 +231,7 @@ export class Reflector {
       if (epoch === this.epoch) this.listing = false;
     }
     if (this.endedFlag || epoch !== this.epoch) return;
+    this.needsList = false;
     const relisted = this.started;
     this.started = true;
     this.rv = listed.resourceVersion;
@@ -246,9 +252,10 @@ export class Reflector {
     const { cluster, path } = this.options;
     const items: Array<Record<string, any>> = [];
     let token: string | undefined;
-    let rv = '';
+    let rv: string;
     do {
       const query = new URLSearchParams({ limit: String(LIST_PAGE) });
+      if (this.options.fieldSelector) query.set('fieldSelector', this.options.fieldSelector);
       if (token) query.set('continue', token);
       else if (exactly !== undefined && revision(exactly) !== null) {
         query.set('resourceVersion', exactly);
@@ -281,6 +288,7 @@ export class Reflector {
       allowWatchBookmarks: 'true',
       timeoutSeconds: String(timeoutSeconds),
     });
+    if (this.options.fieldSelector) query.set('fieldSelector', this.options.fieldSelector);
     // The cluster ends the watch itself after timeoutSeconds (and sends bookmarks meanwhile): silence well beyond
     // that means the connection is dead.
     const res = await cluster.send({ method: 'GET', path, query, bodyTimeoutMs: (timeoutSeconds + 60) * 1000 });
@@ -289,10 +297,11 @@ export class Reflector {
       return;
     }
     if (res.statusCode === 410) {
-      // The version listed a moment ago is already gone: list again, but through the back-off, so that a cluster
-      // that keeps answering so is not asked in a tight loop.
+      // The version is gone: list again, through the back-off, so that a cluster that keeps answering so is not asked
+      // in a tight loop.
       res.destroy();
-      throw new Error(`the cluster no longer has version ${this.rv} it just listed`);
+      this.needsList = true;
+      throw new Error(`the cluster no longer has version ${this.rv}`);
     }
     if (res.statusCode !== 200) throw new ReflectorRefusal(await readRefusal(res));
     this.res = res;
@@ -353,8 +362,10 @@ export class Reflector {
   }
 
   /**
-   * After a broken watch or a failed list: list again, with back-off (events may have been missed). After
-   * MAX_FAILURES the reflector ends: its consumers get the failure (502 naming the cluster); the next use starts anew.
+   * After a broken watch or a failed list, with back-off: the watch resumes from the last version seen (nothing is
+   * missed: the cluster replays what came after it, or answers 410 and the loop lists anew); a failed list is tried
+   * again. After MAX_FAILURES the reflector ends: its consumers get the failure (502 naming the cluster); the next use
+   * starts anew.
    */
   private recover(error: unknown): void {
     if (this.endedFlag) return;
@@ -366,7 +377,10 @@ export class Reflector {
     }
     const delay = Math.min(250 * 2 ** (this.failures - 1), 4000);
     clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.relist().catch((e: unknown) => this.recover(e)), delay);
+    this.retryTimer = setTimeout(
+      () => (this.needsList ? this.relist() : this.watch()).catch((e: unknown) => this.recover(e)),
+      delay,
+    );
     this.retryTimer.unref();
   }
 

@@ -1,23 +1,11 @@
-import { Logger } from '@nestjs/common';
-import type { ClusterResponse } from '../clusters/gateway/answer.js';
+import type { HttpException } from '@nestjs/common';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { type LabelSelector, matchesLabels } from '../common/label-selector.js';
-import {
-  expiredStatus,
-  type Labels,
-  LineSplitter,
-  revision,
-  statusObject,
-  WatchEvent,
-  type WatchEventType,
-} from './watch-events.js';
+import type { ClusterRefusal, Reflector, ReflectorConsumer } from './reflector.js';
+import { expiredStatus, type Labels, revision, statusObject, WatchEvent, type WatchEventType } from './watch-events.js';
 
 /** What the cluster answered instead of a watch stream (its status and body, read whole). */
-export interface WatchRefusal {
-  statusCode: number;
-  contentType: string;
-  body: Buffer;
-}
+export type WatchRefusal = ClusterRefusal;
 
 /**
  * One upstream watch: the collection path (built by resources/ from discovery data) and its field
@@ -56,74 +44,55 @@ export interface SharedWatchOptions {
   windowEvents: number;
   budget: WindowBudget;
   lingerMs: number;
-  /** The cluster ends each upstream watch after this long (plus up to a quarter more); it is then resumed at once. */
-  upstreamTimeoutSeconds: number;
 }
-/** Consecutive failed reconnections before subscribers are told the watch is lost. */
-const MAX_RECONNECT_FAILURES = 5;
-const REFUSAL_BODY_LIMIT = 1024 * 1024;
-/** Objects per page of the metadata list that tells which labels the collection's objects have at the start. */
-const LABELS_PAGE_SIZE = 500;
-const LABELS_PAGE_BYTES = 32 * 1024 * 1024;
-const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 
 /**
- * One upstream watch shared by every subscriber to the same (cluster, collection, field selector),
- * whatever their label selectors: one parse and one window per collection, however many selectors
- * (a watch per selector multiplied both). To filter as the apiserver's watch cache does — an object
- * relabelled into a selector is ADDED for it, out of it DELETED — it knows each object's labels: listed
- * (metadata only) at the version the watch starts from, then followed through the events.
- * It keeps a bounded window of recent events so a subscriber arriving later with an older
- * resourceVersion is served from memory (anything older than the window → 410, as the
- * apiserver's own watch cache does); it resumes from the last resourceVersion seen when the
- * cluster ends the watch (its time-out) or the connection breaks; and it closes after a short
+ * The events of one collection (cluster, path, field selector) for every client stream of it, whatever their label
+ * selectors: one parse and one window per collection. It hangs off the collection's reflector (the one list-and-watch
+ * loop, which a list cache of the same collection shares), which lists the collection's labels when it attaches. To
+ * filter as the apiserver's watch cache does — an object relabelled into a selector is ADDED for it, out of it DELETED —
+ * it follows each object's labels from that list through the events.
+ * It keeps a bounded window of recent events so a subscriber arriving later with an older resourceVersion is served
+ * from memory (anything older than the window → 410, as the apiserver's own watch cache does); when the loop had to
+ * list anew (a 410 of the cluster's), its subscribers get a 410 too and list again. It leaves its loop after a short
  * linger once its last subscriber has left.
  */
-export class SharedWatch {
-  private readonly logger = new Logger(SharedWatch.name);
+export class SharedWatch implements ReflectorConsumer {
+  readonly snapshot = 'metadata';
   private readonly subscribers = new Set<WatchSubscriber>();
   private readonly window: WatchEvent[] = [];
   /**
-   * The labels of the collection's objects (`namespace/name`) as of the last event; objects without
-   * labels are left out. Null when they could not be listed at the start (then an object not seen since
-   * counts by its new labels only).
+   * The labels of the collection's objects (`namespace/name`) as of the last event; objects without labels are left
+   * out. Null until the first list is in.
    */
-  private labels: Map<string, Labels> | null = new Map();
+  private labels: Map<string, Labels> | null = null;
   private windowBytes = 0;
   /** Every event with a resourceVersion after this one is in the window (or has not happened yet). */
-  private floor: bigint | null;
-  /** The latest resourceVersion seen (events and bookmarks): where a reconnection resumes. */
-  private last: string;
-  private res?: ClusterResponse;
+  private floor: bigint | null = null;
+  /** The latest resourceVersion seen (list, events and bookmarks). */
+  private last = '';
   private lingerTimer?: NodeJS.Timeout;
-  private retryTimer?: NodeJS.Timeout;
-  private failures = 0;
   private finalEvent?: WatchEvent;
   private endedFlag = false;
-  /** The first connection: null when streaming, the cluster's refusal otherwise; rejects (502/504) when unreachable. */
+  /** The first list: null when it is in, the cluster's refusal otherwise; rejects (502/504) when unreachable. */
   readonly ready: Promise<WatchRefusal | null>;
 
   constructor(
     readonly key: string,
-    private readonly source: WatchSource,
+    private readonly reflector: Reflector,
     fromResourceVersion: string,
     private readonly options: SharedWatchOptions,
     private readonly onEnd: (watch: SharedWatch) => void,
   ) {
-    this.floor = revision(fromResourceVersion);
-    this.last = fromResourceVersion;
-    this.ready = this.listLabels(fromResourceVersion)
-      .then((refusal) => refusal ?? this.connect(fromResourceVersion))
-      .then(
-        (refusal) => {
-          if (refusal) this.end();
-          return refusal;
-        },
-        (error: unknown) => {
-          this.end();
-          throw error;
-        },
-      );
+    this.ready = reflector.attach(this, fromResourceVersion).then(
+      () => null,
+      (error: unknown) => {
+        this.end();
+        const refusal = (error as { refusal?: WatchRefusal }).refusal;
+        if (refusal) return refusal;
+        throw error;
+      },
+    );
     this.ready.catch(() => undefined);
   }
 
@@ -164,142 +133,38 @@ export class SharedWatch {
     this.lingerTimer.unref();
   }
 
-  /** Ends the upstream watch; subscribers get `final` (an ERROR event) if given, and their streams end. */
+  /** Leaves the loop; subscribers get `final` (an ERROR event) if given, and their streams end. */
   end(final?: WatchEvent): void {
     if (this.endedFlag) return;
     this.endedFlag = true;
     this.finalEvent = final;
     clearTimeout(this.lingerTimer);
-    clearTimeout(this.retryTimer);
-    this.res?.destroy();
-    this.options.budget.used -= this.windowBytes;
-    this.windowBytes = 0;
-    this.window.length = 0;
-    const subscribers = [...this.subscribers];
-    this.subscribers.clear();
-    for (const sub of subscribers) sub.close(final);
+    this.clearWindow();
+    this.closeAll(final);
+    this.reflector.detach(this);
     this.onEnd(this);
   }
 
-  private offer(sub: WatchSubscriber, event: WatchEvent): void {
-    if (event.type === 'BOOKMARK' && !sub.bookmarks) {
-      const rev = revision(event.resourceVersion);
-      if (rev !== null && sub.cursor !== null && rev > sub.cursor) sub.cursor = rev;
-      return;
-    }
-    const rev = revision(event.resourceVersion);
-    if (rev !== null && sub.cursor !== null) {
-      if (rev <= sub.cursor) return;
-      sub.cursor = rev;
-    }
-    const selected = sub.selector ? selectedFor(sub.selector, event) : event;
-    if (selected) sub.deliver(selected);
-  }
-
-  /**
-   * The labels of every object as of `resourceVersion` (exactly: the watch starts there), from a
-   * metadata-only list. The cluster's 410 for a version it no longer has is the watch's own answer;
-   * any other failure leaves the labels unknown (filtering by new labels only), never the watch unstarted.
-   */
-  private async listLabels(resourceVersion: string): Promise<WatchRefusal | null> {
-    if (revision(resourceVersion) === null) {
-      this.labels = null;
-      return null;
-    }
+  /** The labels of every object at `resourceVersion`; after a relist, everyone lists again (changes were missed). */
+  replaced(items: Array<Record<string, any>>, resourceVersion: string, relisted: boolean): void {
     const labels = new Map<string, Labels>();
-    const { cluster } = this.source;
-    let token: string | undefined;
-    try {
-      do {
-        const query = new URLSearchParams({ limit: String(LABELS_PAGE_SIZE) });
-        if (token) query.set('continue', token);
-        else {
-          query.set('resourceVersion', resourceVersion);
-          query.set('resourceVersionMatch', 'Exact');
-        }
-        if (this.source.fieldSelector) query.set('fieldSelector', this.source.fieldSelector);
-        const res = await cluster.send({ method: 'GET', path: this.source.path, query, accept: METADATA_LIST });
-        if (res.statusCode === 410) return readRefusal(res);
-        const body = await cluster.read(res, LABELS_PAGE_BYTES);
-        if (res.statusCode !== 200) throw new Error(`the cluster answered ${res.statusCode}`);
-        const page = cluster.parse(body, 'the labels of a collection') as {
-          metadata?: { continue?: string };
-          items?: Array<{ metadata?: { namespace?: string; name?: string; labels?: Labels } }>;
-        };
-        for (const item of page.items ?? []) {
-          const m = item.metadata;
-          if (m?.labels && Object.keys(m.labels).length > 0) labels.set(`${m.namespace ?? ''}/${m.name}`, m.labels);
-        }
-        token = page.metadata?.continue || undefined;
-      } while (token && !this.endedFlag);
-      this.labels = labels;
-    } catch (error) {
-      this.logger.debug(`watch ${this.describe()}: labels not listed: ${describeError(error)}`);
-      this.labels = null;
+    for (const item of items) {
+      const m = item.metadata;
+      if (m?.labels && Object.keys(m.labels).length > 0) labels.set(`${m.namespace ?? ''}/${m.name}`, m.labels);
     }
-    return null;
+    this.labels = labels;
+    if (relisted) {
+      // The cluster no longer had the loop's version: what happened in between is unknown, as it is to the apiserver's
+      // own clients, who get the same 410 and list again.
+      this.clearWindow();
+      this.closeAll(WatchEvent.of('ERROR', expiredStatus(this.last, resourceVersion)));
+    }
+    this.floor = revision(resourceVersion);
+    this.last = resourceVersion;
   }
 
-  private async connect(fromResourceVersion: string): Promise<WatchRefusal | null> {
-    // Spread, so that the watches of many lists do not all end and resume at the same moment.
-    const timeoutSeconds =
-      this.options.upstreamTimeoutSeconds + Math.floor((Math.random() * this.options.upstreamTimeoutSeconds) / 4);
-    const query = new URLSearchParams({
-      watch: 'true',
-      resourceVersion: fromResourceVersion,
-      allowWatchBookmarks: 'true',
-      timeoutSeconds: String(timeoutSeconds),
-    });
-    if (this.source.fieldSelector) query.set('fieldSelector', this.source.fieldSelector);
-    const res = await this.source.cluster.send({
-      method: 'GET',
-      path: this.source.path,
-      query,
-      // The cluster ends the watch itself after timeoutSeconds (and sends bookmarks meanwhile):
-      // silence well beyond that means the connection is dead.
-      bodyTimeoutMs: (timeoutSeconds + 60) * 1000,
-    });
-    if (this.endedFlag) {
-      res.destroy();
-      return null;
-    }
-    if (res.statusCode !== 200) return readRefusal(res);
-    this.failures = 0;
-    this.res = res;
-    const splitter = new LineSplitter();
-    res.on('data', (chunk: Buffer) => {
-      if (this.res !== res) return;
-      try {
-        for (const line of splitter.push(chunk)) this.receive(WatchEvent.parse(line));
-      } catch (error) {
-        this.logger.warn(`watch ${this.describe()}: unusable data from the cluster: ${(error as Error).message}`);
-        res.destroy();
-      }
-    });
-    const over = (error?: Error) => {
-      if (this.res !== res) return;
-      this.res = undefined;
-      if (this.endedFlag) return;
-      if (error) this.logger.debug(`watch ${this.describe()} broke: ${error.message}`);
-      this.reconnect(error ? 1 : 0);
-    };
-    let complete = false;
-    res.on('end', () => {
-      complete = true;
-      over();
-    });
-    res.on('error', (error) => over(error));
-    res.on('close', () => over(complete ? undefined : new Error('connection closed')));
-    return null;
-  }
-
-  private receive(event: WatchEvent): void {
+  changed(event: WatchEvent): void {
     if (this.endedFlag) return;
-    if (event.type === 'ERROR') {
-      // The cluster gave up on this watch (410 when the version is gone): every subscriber must list again.
-      this.end(event);
-      return;
-    }
     this.last = event.resourceVersion;
     if (event.type !== 'BOOKMARK') {
       this.followLabels(event);
@@ -319,6 +184,45 @@ export class SharedWatch {
     for (const sub of this.subscribers) this.offer(sub, event);
   }
 
+  /** The loop ended for good (its cluster failed, or it was dropped): subscribers are told why. */
+  stopped(failure?: HttpException): void {
+    if (this.endedFlag) return;
+    const code = failure?.getStatus() ?? 503;
+    this.end(
+      WatchEvent.of(
+        'ERROR',
+        statusObject(code, code === 504 ? 'Timeout' : 'ServiceUnavailable', failure?.message ?? 'the watch ended'),
+      ),
+    );
+  }
+
+  private closeAll(final?: WatchEvent): void {
+    const subscribers = [...this.subscribers];
+    this.subscribers.clear();
+    for (const sub of subscribers) sub.close(final);
+  }
+
+  private clearWindow(): void {
+    this.options.budget.used -= this.windowBytes;
+    this.windowBytes = 0;
+    this.window.length = 0;
+  }
+
+  private offer(sub: WatchSubscriber, event: WatchEvent): void {
+    if (event.type === 'BOOKMARK' && !sub.bookmarks) {
+      const rev = revision(event.resourceVersion);
+      if (rev !== null && sub.cursor !== null && rev > sub.cursor) sub.cursor = rev;
+      return;
+    }
+    const rev = revision(event.resourceVersion);
+    if (rev !== null && sub.cursor !== null) {
+      if (rev <= sub.cursor) return;
+      sub.cursor = rev;
+    }
+    const selected = sub.selector ? selectedFor(sub.selector, event) : event;
+    if (selected) sub.deliver(selected);
+  }
+
   /** Stamps the event with the object's labels before it, and keeps its labels after it. */
   private followLabels(event: WatchEvent): void {
     const { labels } = this;
@@ -326,38 +230,6 @@ export class SharedWatch {
     event.previousLabels = event.type === 'ADDED' ? null : (labels.get(event.key) ?? null);
     if (event.type === 'DELETED' || event.labels === null) labels.delete(event.key);
     else labels.set(event.key, event.labels);
-  }
-
-  /** Resumes from the last resourceVersion seen: at once after a clean end, with back-off after failures. */
-  private reconnect(failed: number): void {
-    this.failures = failed ? this.failures + 1 : 0;
-    if (this.failures > MAX_RECONNECT_FAILURES) {
-      this.end(this.lost(502, 'the watch on the cluster could not be resumed'));
-      return;
-    }
-    const delay = this.failures === 0 ? 0 : Math.min(500 * 2 ** (this.failures - 1), 8000);
-    this.retryTimer = setTimeout(() => {
-      this.connect(this.last).then(
-        (refusal) => {
-          if (!refusal) return;
-          const status = parseStatus(refusal);
-          this.end(WatchEvent.of('ERROR', status));
-        },
-        (error: unknown) => {
-          this.logger.debug(`watch ${this.describe()}: resuming failed: ${describeError(error)}`);
-          if (!this.endedFlag) this.reconnect(1);
-        },
-      );
-    }, delay);
-    this.retryTimer.unref();
-  }
-
-  private lost(code: number, message: string): WatchEvent {
-    return WatchEvent.of('ERROR', statusObject(code, 'ServiceUnavailable', message));
-  }
-
-  private describe(): string {
-    return `${this.source.cluster.name}:${this.source.path}`;
   }
 }
 
@@ -376,26 +248,6 @@ function selectedFor(selector: LabelSelector, event: WatchEvent): WatchEvent | n
   return before ? event.as('DELETED') : null;
 }
 
-async function readRefusal(res: ClusterResponse): Promise<WatchRefusal> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of res) {
-      size += (chunk as Buffer).length;
-      if (size > REFUSAL_BODY_LIMIT) break;
-      chunks.push(chunk as Buffer);
-    }
-  } catch {
-    /* what arrived is enough */
-  }
-  res.destroy();
-  return {
-    statusCode: res.statusCode,
-    contentType: String(res.headers['content-type'] ?? 'application/json'),
-    body: Buffer.concat(chunks),
-  };
-}
-
 /** The cluster's Status in a refusal, or one built from its status code. */
 export function parseStatus(refusal: WatchRefusal): Record<string, unknown> {
   try {
@@ -405,10 +257,6 @@ export function parseStatus(refusal: WatchRefusal): Record<string, unknown> {
     /* not JSON */
   }
   return statusObject(refusal.statusCode, 'Unknown', `the cluster answered ${refusal.statusCode}`);
-}
-
-function describeError(error: unknown): string {
-  return (error as Error)?.message ?? String(error);
 }
 
 export type { WatchEventType };

@@ -1,5 +1,6 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { Reflectors } from './reflectors.js';
 import {
   SharedWatch,
   type WatchRefusal,
@@ -9,16 +10,20 @@ import {
 } from './shared-watch.js';
 
 /**
- * The shared upstream watches of this process: one per (cluster and its connection settings,
- * collection path, field selector), however many clients watch it with whatever label selectors. Their windows of
- * recent events share one byte budget (CAS_WATCH_MEMORY_BYTES).
+ * The shared watches of this process: one per (cluster and its connection settings, collection path, field selector),
+ * however many clients watch it with whatever label selectors, each on the collection's one list-and-watch loop (which
+ * a list cache of the same collection shares). Their windows of recent events share one byte budget
+ * (CAS_WATCH_MEMORY_BYTES).
  */
 @Injectable()
 export class WatchHub implements OnModuleDestroy {
   private readonly watches = new Map<string, SharedWatch>();
   readonly budget: WindowBudget;
 
-  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly reflectors: Reflectors,
+  ) {
     this.budget = { used: 0, limit: config.watch.memoryBytes };
   }
 
@@ -38,13 +43,12 @@ export class WatchHub implements OnModuleDestroy {
     if (!watch || watch.ended) {
       watch = new SharedWatch(
         key,
-        { ...source, labelSelector: undefined },
+        this.reflectors.loopFor(conn, source.path, source.fieldSelector),
         fromResourceVersion,
         {
           windowEvents: this.config.watch.windowEvents,
           budget: this.budget,
           lingerMs: this.config.watch.lingerMs,
-          upstreamTimeoutSeconds: this.config.watch.upstreamTimeoutSeconds,
         },
         (ended) => {
           if (this.watches.get(ended.key) === ended) this.watches.delete(ended.key);

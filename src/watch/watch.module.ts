@@ -1,12 +1,14 @@
 import { Module } from '@nestjs/common';
+import { ClustersModule } from '../clusters/clusters.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
+import { Reflectors } from './reflectors.js';
 import { WatchHub } from './watch-hub.js';
 import { WatchService } from './watch.service.js';
 
-/** Shared upstream watches and the client streams fed from them. */
+/** The list-and-watch loops of collections, the shared watches on them, and the client streams fed from them. */
 @Module({
-  imports: [StreamsModule],
-  providers: [WatchHub, WatchService],
-  exports: [WatchService, WatchHub],
+  imports: [StreamsModule, ClustersModule],
+  providers: [Reflectors, WatchHub, WatchService],
+  exports: [WatchService, WatchHub, Reflectors],
 })
 export class WatchModule {}

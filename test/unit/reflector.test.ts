@@ -32,7 +32,7 @@ class Recorder implements ReflectorConsumer {
     else this.state.set(key, event.resourceVersion);
   }
 
-  ended(failure?: unknown): void {
+  stopped(failure?: unknown): void {
     this.ended_ = true;
     this.endedWith = failure;
   }
@@ -140,14 +140,16 @@ describe('reflector: one list-and-watch loop per collection', () => {
     assert.deepEqual(consumer.state, truth(collection));
   });
 
-  test('a broken connection lists again with back-off; the consumer ends up with the truth', async () => {
+  test('a broken connection resumes from the last version with back-off: nothing listed again, nothing missed', async () => {
     const { collection, reflector } = setup();
     const consumer = new Recorder();
     await reflector.attach(consumer);
     collection.breakWatches();
     collection.write('ADDED', 'a', 'while-broken');
-    await until('the relist', () => consumer.state.has('a/while-broken'), 5000);
+    await until('the resumed watch', () => consumer.state.has('a/while-broken'), 5000);
     assert.deepEqual(consumer.state, truth(collection));
+    assert.equal(consumer.relists, 0);
+    assert.equal(collection.calls.filter((c) => c.startsWith('list')).length, 1);
   });
 
   test('a first consumer with a version lists exactly there; one the cluster no longer has lists the latest', async () => {
