@@ -74,6 +74,49 @@ describe("the terminal's bounds: WebSocket messages and SPDY header blocks", () 
     await app?.t.close();
   });
 
+  test('a stdin message over 1 MiB closes the session with 1009 and reaches nothing; one under it goes through', async () => {
+    const client = opened(await shell());
+    client.send(0, `write under.txt ${'u'.repeat(512 * KIB)}\n`);
+    client.send(0, 'ls\n');
+    await client.waitFor('under.txt');
+    client.send(0, `write over.txt ${'o'.repeat(2 * MIB)}\n`);
+    const { code } = await within('the close', 10_000, client.closed);
+    assert.equal(code, 1009);
+    // The shell never got the line: a new session in the same container has no such file.
+    const next = opened(await shell());
+    next.send(0, 'ls\n');
+    await next.waitFor('under.txt');
+    assert.doesNotMatch(next.text(1), /over\.txt/);
+    next.ws.close();
+    await next.closed;
+    const end = await waitFor('the end row', async () =>
+      (await endRows()).find((e) => /message over 1 MiB/.test(e.detail.reason)),
+    );
+    assert.equal(end.detail.reason, 'the client sent a message over 1 MiB: closed with 1009 (message too big)');
+  });
+
+  test("the cluster's message over 1 MiB ends the session with a Status; its 64 KiB ones arrive whole", async () => {
+    const normal = opened(await shell());
+    let received = 0;
+    normal.ws.on('message', (m: Buffer) => (received += m.length - 1));
+    normal.send(0, `flood ${8 * MIB}\n`);
+    await waitFor('8 MiB of output', async () => received >= 8 * MIB, 30_000);
+    normal.ws.close();
+    await normal.closed;
+
+    const client = opened(await shell());
+    client.send(0, `flood ${2 * MIB} ${2 * MIB}\n`);
+    const { code, reason } = await within('the close', 10_000, client.closed);
+    assert.equal(code, 4502);
+    assert.equal(reason, 'the cluster sent a message over 1 MiB; the session has ended');
+    const status = JSON.parse(client.text(3)) as { reason: string; message: string };
+    assert.deepEqual(
+      { reason: status.reason, message: status.message },
+      { reason: 'BadGateway', message: 'the cluster sent a message over 1 MiB; the session has ended' },
+    );
+    assert.equal(client.text(1), '', 'nothing of the message reached the client');
+  });
+
   test('SPDY: a 16 MiB header block and 400 tiny ones end the session with a Status naming the bound; the replica goes on', async () => {
     const upgrade = await spdyUpgrade(
       new URL(
