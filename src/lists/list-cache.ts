@@ -3,27 +3,9 @@ import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { LineSplitter, revision } from '../watch/watch-events.js';
 import { type Entry, type EntryType, own, toEntry } from './entries.js';
+import { SortIndexes } from './sort-index.js';
 
 export type { Entry } from './entries.js';
-
-/** Sort keys read from an entry's kept facts; any other path is read from its JSON. */
-function keptValue(entry: Entry, path: string): SortValue | undefined {
-  if (path === 'metadata.name') return entry.name;
-  if (path === 'metadata.namespace') return entry.namespace || null;
-  if (path === 'metadata.creationTimestamp') return entry.created;
-  return undefined;
-}
-
-export type SortValue = string | number | boolean | null;
-
-/** Entries in one order: (value of the path, namespace, name), the value ascending or descending. */
-interface SortIndex {
-  readonly path: string;
-  readonly desc: boolean;
-  readonly values: Map<Entry, SortValue>;
-  readonly entries: Entry[];
-  usedAt: number;
-}
 
 export interface CacheOptions {
   cluster: ClusterClient;
@@ -43,7 +25,6 @@ export interface CacheOptions {
 
 const LIST_PAGE = 250;
 const LIST_PAGE_BYTES = 256 * 1024 * 1024;
-const MAX_INDEXES = 8;
 const MAX_MEMOS = 16;
 /** Consecutive failed reconnections before the cache gives up (its queries then get the last failure). */
 const MAX_FAILURES = 5;
@@ -56,49 +37,6 @@ const asHttp = (error: unknown): HttpException =>
   error instanceof HttpException ? error : new ServiceUnavailableException(String((error as Error)?.message ?? error));
 
 const key = (namespace: string, name: string) => (namespace ? `${namespace}/${name}` : name);
-
-function valueAt(object: Record<string, any>, path: string): SortValue {
-  let value: any = object;
-  for (const part of path.split('.')) {
-    if (value === null || typeof value !== 'object') return null;
-    value = value[part];
-  }
-  if (value === undefined || value === null) return null;
-  if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value;
-  return JSON.stringify(value);
-}
-
-const RANK = { boolean: 1, number: 2, string: 3 } as Record<string, number>;
-
-/** Absent values first, then false < true, numbers, strings (code-unit order: RFC 3339 times sort by time). */
-export function compareValues(a: SortValue, b: SortValue): number {
-  if (a === b) return 0;
-  const ra = a === null ? 0 : RANK[typeof a];
-  const rb = b === null ? 0 : RANK[typeof b];
-  if (ra !== rb) return ra - rb;
-  return (a as string | number) < (b as string | number) ? -1 : 1;
-}
-
-const compareStrings = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-
-function compareIn(index: SortIndex, a: Entry, va: SortValue, b: Entry, vb: SortValue): number {
-  const byValue = compareValues(va, vb);
-  if (byValue !== 0) return index.desc ? -byValue : byValue;
-  return compareStrings(a.namespace, b.namespace) || compareStrings(a.name, b.name);
-}
-
-/** The position of `entry` (with `value`) in the index, or where it would go. */
-function positionOf(index: SortIndex, entry: Entry, value: SortValue): number {
-  let lo = 0;
-  let hi = index.entries.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const other = index.entries[mid];
-    if (compareIn(index, other, index.values.get(other)!, entry, value) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
 
 /**
  * The objects of one resource type on one cluster (all namespaces), filled by one paginated list and
@@ -114,7 +52,7 @@ export class ListCache {
   private readonly logger = new Logger(ListCache.name);
   private entries = new Map<string, Entry>();
   private readonly namespaceNames = new Map<string, string>();
-  private indexes: SortIndex[] = [];
+  private indexes = new SortIndexes();
   /** The latest resourceVersion the cache holds everything up to (list, events, bookmarks). */
   private rv = '';
   private heardAt = 0;
@@ -210,28 +148,7 @@ export class ListCache {
 
   /** Entries in the order asked (kept from then on); ties by namespace, then name. */
   ordered(path: string, desc: boolean): readonly Entry[] {
-    let index = this.indexes.find((i) => i.path === path && i.desc === desc);
-    if (!index) {
-      // The other order of the same path has the values already.
-      let values = this.indexes.find((i) => i.path === path)?.values;
-      if (!values) {
-        values = new Map<Entry, SortValue>();
-        for (const entry of this.entries.values()) {
-          values.set(entry, keptValue(entry, path) ?? valueAt(JSON.parse(entry.json), path));
-        }
-      }
-      index = { path, desc, values, entries: [...this.entries.values()], usedAt: 0 };
-      const built = index;
-      const v = values;
-      index.entries.sort((a, b) => compareIn(built, a, v.get(a)!, b, v.get(b)!));
-      this.indexes.push(index);
-      if (this.indexes.length > MAX_INDEXES) {
-        this.indexes.sort((a, b) => b.usedAt - a.usedAt);
-        this.indexes.length = MAX_INDEXES;
-      }
-    }
-    index.usedAt = Date.now();
-    return index.entries;
+    return this.indexes.ordered(this.entries.values(), path, desc);
   }
 
   /**
@@ -285,7 +202,7 @@ export class ListCache {
     this.options.onSize(this, -this.entries.size, -this.held);
     this.held = 0;
     this.entries = new Map();
-    this.indexes = [];
+    this.indexes = new SortIndexes();
     this.wake();
     this.options.onEnd(this);
   }
@@ -431,7 +348,7 @@ export class ListCache {
     const before = { objects: this.entries.size, bytes: this.held };
     this.entries = fresh;
     this.held = bytes;
-    this.indexes = [];
+    this.indexes = new SortIndexes();
     this.rv = rv;
     this.changedAt = revision(rv) ?? this.changedAt;
     this.version++;
@@ -549,15 +466,10 @@ export class ListCache {
   private put(entry: Entry, object: Record<string, any>): void {
     const k = key(entry.namespace, entry.name);
     const old = this.entries.get(k);
-    if (old) this.unindex(old);
+    if (old) this.indexes.remove(old);
     this.entries.set(k, entry);
     this.held += entry.bytes - (old?.bytes ?? 0);
-    for (const index of this.indexes) {
-      // Both orders of a path share their values: the value is set once, the entry placed in each.
-      const value = index.values.get(entry) ?? keptValue(entry, index.path) ?? valueAt(object, index.path);
-      index.values.set(entry, value);
-      index.entries.splice(positionOf(index, entry, value), 0, entry);
-    }
+    this.indexes.add(entry, object);
     this.version++;
     // Last: the bounds may end this very cache.
     this.options.onSize(this, old ? 0 : 1, entry.bytes - (old?.bytes ?? 0));
@@ -566,21 +478,11 @@ export class ListCache {
   private remove(k: string): void {
     const old = this.entries.get(k);
     if (!old) return;
-    this.unindex(old);
+    this.indexes.remove(old);
     this.entries.delete(k);
     this.held -= old.bytes;
     this.version++;
     this.options.onSize(this, -1, -old.bytes);
-  }
-
-  private unindex(entry: Entry): void {
-    for (const index of this.indexes) {
-      const value = index.values.get(entry);
-      if (value === undefined) continue;
-      const at = positionOf(index, entry, value);
-      if (index.entries[at] === entry) index.entries.splice(at, 1);
-    }
-    for (const index of this.indexes) index.values.delete(entry);
   }
 
   private describe(): string {
