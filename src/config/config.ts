@@ -39,7 +39,12 @@ export interface AppConfig {
   /** Watch streams (`?watch=true`): limits and timers. */
   watch: WatchConfig;
   /** The list caches behind paged list queries (CONTRACT.md §13). */
-  listCache: { maxObjects: number; idleSeconds: number };
+  listCache: {
+    maxObjects: number;
+    /** UTF-8 bytes of the objects' JSON all list caches hold together. */
+    maxBytes: number;
+    idleSeconds: number;
+  };
   /** Terminal sessions (exec, attach, port-forward): limits and timers (CONTRACT §12). */
   exec: ExecConfig;
   audit: AuditConfig;
@@ -641,6 +646,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     watch: watchFrom(env),
     listCache: {
       maxObjects: integer(env, 'CAS_LIST_CACHE_MAX_OBJECTS', 200_000, 1, 100_000_000),
+      maxBytes: integer(env, 'CAS_LIST_CACHE_MAX_BYTES', 128 * 1024 * 1024, 1024 * 1024, 64 * 1024 ** 3),
       idleSeconds: integer(env, 'CAS_LIST_CACHE_IDLE_SECONDS', 600, 1, 86_400),
     },
     exec: execFrom(env),

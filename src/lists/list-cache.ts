@@ -2,41 +2,10 @@ import { HttpException, Logger, ServiceUnavailableException } from '@nestjs/comm
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { LineSplitter, revision } from '../watch/watch-events.js';
-import { fieldValues } from './field-selector.js';
+import { type Entry, type EntryType, own, toEntry } from './entries.js';
+import { SortIndexes } from './sort-index.js';
 
-/** One stored object: its JSON (what a page sends) and the few facts queries filter and sort on. */
-export interface Entry {
-  readonly namespace: string;
-  readonly name: string;
-  readonly labels?: Record<string, string>;
-  /** The type's selectable fields (field selectors), when it has any beyond name and namespace. */
-  readonly fields?: Record<string, string>;
-  /** Lower-cased name, namespace and label values, NUL-separated: what `search` looks in. */
-  readonly haystack: string;
-  readonly json: string;
-  readonly resourceVersion: string;
-  /** `metadata.creationTimestamp`: the most common sort key of a console, kept to sort without parsing. */
-  readonly created: string | null;
-}
-
-/** Sort keys read from an entry's kept facts; any other path is read from its JSON. */
-function keptValue(entry: Entry, path: string): SortValue | undefined {
-  if (path === 'metadata.name') return entry.name;
-  if (path === 'metadata.namespace') return entry.namespace || null;
-  if (path === 'metadata.creationTimestamp') return entry.created;
-  return undefined;
-}
-
-export type SortValue = string | number | boolean | null;
-
-/** Entries in one order: (value of the path, namespace, name), the value ascending or descending. */
-interface SortIndex {
-  readonly path: string;
-  readonly desc: boolean;
-  readonly values: Map<Entry, SortValue>;
-  readonly entries: Entry[];
-  usedAt: number;
-}
+export type { Entry } from './entries.js';
 
 export interface CacheOptions {
   cluster: ClusterClient;
@@ -46,15 +15,16 @@ export interface CacheOptions {
   apiVersion: string;
   kind: string;
   upstreamTimeoutSeconds: number;
-  /** Called as the object count changes (the registry's bound). */
-  onSize: (cache: ListCache, delta: number) => void;
+  /** Called as the objects held and their bytes change (the registry's bounds). */
+  onSize: (cache: ListCache, objects: number, bytes: number) => void;
+  /** A list holding this much on its own is too large: why (its queries get it), or null. */
+  tooLarge: (cache: ListCache, objects: number, bytes: number) => HttpException | null;
   /** Called once when the cache ends for good (its cluster went away, or it was dropped). */
   onEnd: (cache: ListCache) => void;
 }
 
 const LIST_PAGE = 250;
 const LIST_PAGE_BYTES = 256 * 1024 * 1024;
-const MAX_INDEXES = 8;
 const MAX_MEMOS = 16;
 /** Consecutive failed reconnections before the cache gives up (its queries then get the last failure). */
 const MAX_FAILURES = 5;
@@ -63,67 +33,10 @@ const CATCH_UP_MS = 5_000;
 /** A query is answered without a probe when the cache heard from its watch (or confirmed itself) this recently. */
 const FRESH_MS = 1_000;
 
-/**
- * A string of its own. JSON.parse hands out strings of 13 characters or more as slices of the text it
- * parsed: keeping one (a name, a timestamp, a label value) would keep that whole page of the list alive,
- * and searching a string built of slices is several times slower.
- */
-function own(value: string): string {
-  return value.length < 13 ? value : Buffer.from(value, 'utf8').toString('utf8');
-}
-
-function ownValues(values: Record<string, string> | undefined): Record<string, string> | undefined {
-  if (values) for (const k of Object.keys(values)) values[k] = own(values[k]);
-  return values;
-}
-
 const asHttp = (error: unknown): HttpException =>
   error instanceof HttpException ? error : new ServiceUnavailableException(String((error as Error)?.message ?? error));
 
 const key = (namespace: string, name: string) => (namespace ? `${namespace}/${name}` : name);
-
-function valueAt(object: Record<string, any>, path: string): SortValue {
-  let value: any = object;
-  for (const part of path.split('.')) {
-    if (value === null || typeof value !== 'object') return null;
-    value = value[part];
-  }
-  if (value === undefined || value === null) return null;
-  if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value;
-  return JSON.stringify(value);
-}
-
-const RANK = { boolean: 1, number: 2, string: 3 } as Record<string, number>;
-
-/** Absent values first, then false < true, numbers, strings (code-unit order: RFC 3339 times sort by time). */
-export function compareValues(a: SortValue, b: SortValue): number {
-  if (a === b) return 0;
-  const ra = a === null ? 0 : RANK[typeof a];
-  const rb = b === null ? 0 : RANK[typeof b];
-  if (ra !== rb) return ra - rb;
-  return (a as string | number) < (b as string | number) ? -1 : 1;
-}
-
-const compareStrings = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-
-function compareIn(index: SortIndex, a: Entry, va: SortValue, b: Entry, vb: SortValue): number {
-  const byValue = compareValues(va, vb);
-  if (byValue !== 0) return index.desc ? -byValue : byValue;
-  return compareStrings(a.namespace, b.namespace) || compareStrings(a.name, b.name);
-}
-
-/** The position of `entry` (with `value`) in the index, or where it would go. */
-function positionOf(index: SortIndex, entry: Entry, value: SortValue): number {
-  let lo = 0;
-  let hi = index.entries.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const other = index.entries[mid];
-    if (compareIn(index, other, index.values.get(other)!, entry, value) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
 
 /**
  * The objects of one resource type on one cluster (all namespaces), filled by one paginated list and
@@ -139,7 +52,7 @@ export class ListCache {
   private readonly logger = new Logger(ListCache.name);
   private entries = new Map<string, Entry>();
   private readonly namespaceNames = new Map<string, string>();
-  private indexes: SortIndex[] = [];
+  private indexes = new SortIndexes();
   /** The latest resourceVersion the cache holds everything up to (list, events, bookmarks). */
   private rv = '';
   private heardAt = 0;
@@ -156,12 +69,19 @@ export class ListCache {
   private keeper?: NodeJS.Timeout;
   private readonly memos = new Map<string, Entry[]>();
   private memoVersion = -1;
+  /** UTF-8 bytes of the entries' JSON. */
+  private held = 0;
+  /** The version of the last change (an object added, modified or deleted; a list): what a paged watch starts after. */
+  private changedAt = 0n;
+  private readonly entryType: EntryType;
   /** Bumped on every change: the `CHANGED` notices and the memo compare it. */
   version = 0;
   usedAt = Date.now();
   readonly started: Promise<void>;
 
   constructor(readonly options: CacheOptions) {
+    const { resourceId, apiVersion, kind } = options;
+    this.entryType = { resourceId, apiVersion, kind, intern: (namespace) => this.intern(namespace) };
     this.started = this.relist().catch((error: unknown) => {
       const failure = asHttp(error);
       this.end(failure);
@@ -176,6 +96,16 @@ export class ListCache {
 
   get resourceVersion(): string {
     return this.rv;
+  }
+
+  /** UTF-8 bytes of the stored objects' JSON. */
+  get bytes(): number {
+    return this.held;
+  }
+
+  /** Whether the cache holds a change made after `version` (a resourceVersion of the cluster). */
+  changedAfter(version: bigint): boolean {
+    return this.changedAt > version;
   }
 
   get ended(): boolean {
@@ -218,28 +148,7 @@ export class ListCache {
 
   /** Entries in the order asked (kept from then on); ties by namespace, then name. */
   ordered(path: string, desc: boolean): readonly Entry[] {
-    let index = this.indexes.find((i) => i.path === path && i.desc === desc);
-    if (!index) {
-      // The other order of the same path has the values already.
-      let values = this.indexes.find((i) => i.path === path)?.values;
-      if (!values) {
-        values = new Map<Entry, SortValue>();
-        for (const entry of this.entries.values()) {
-          values.set(entry, keptValue(entry, path) ?? valueAt(JSON.parse(entry.json), path));
-        }
-      }
-      index = { path, desc, values, entries: [...this.entries.values()], usedAt: 0 };
-      const built = index;
-      const v = values;
-      index.entries.sort((a, b) => compareIn(built, a, v.get(a)!, b, v.get(b)!));
-      this.indexes.push(index);
-      if (this.indexes.length > MAX_INDEXES) {
-        this.indexes.sort((a, b) => b.usedAt - a.usedAt);
-        this.indexes.length = MAX_INDEXES;
-      }
-    }
-    index.usedAt = Date.now();
-    return index.entries;
+    return this.indexes.ordered(this.entries.values(), path, desc);
   }
 
   /**
@@ -290,9 +199,10 @@ export class ListCache {
     clearTimeout(this.retryTimer);
     clearInterval(this.keeper);
     this.res?.destroy();
-    this.options.onSize(this, -this.entries.size);
+    this.options.onSize(this, -this.entries.size, -this.held);
+    this.held = 0;
     this.entries = new Map();
-    this.indexes = [];
+    this.indexes = new SortIndexes();
     this.wake();
     this.options.onEnd(this);
   }
@@ -412,6 +322,7 @@ export class ListCache {
     const listedAt = Date.now();
     const { cluster, path } = this.options;
     const fresh = new Map<string, Entry>();
+    let bytes = 0;
     let token: string | undefined;
     let rv: string;
     do {
@@ -425,18 +336,25 @@ export class ListCache {
       rv = String(list?.metadata?.resourceVersion ?? '');
       for (const item of (list?.items ?? []) as Array<Record<string, any>>) {
         const entry = this.toEntry(item);
-        fresh.set(key(entry.namespace, entry.name), entry);
+        const k = key(entry.namespace, entry.name);
+        bytes += entry.bytes - (fresh.get(k)?.bytes ?? 0);
+        fresh.set(k, entry);
       }
+      // Bounded as it is read: a list too large for the caches is not read to its end.
+      const refusal = this.options.tooLarge(this, fresh.size, bytes);
+      if (refusal) return this.end(refusal);
       token = list?.metadata?.continue || undefined;
     } while (token);
-    const before = this.entries.size;
+    const before = { objects: this.entries.size, bytes: this.held };
     this.entries = fresh;
-    this.indexes = [];
+    this.held = bytes;
+    this.indexes = new SortIndexes();
     this.rv = rv;
+    this.changedAt = revision(rv) ?? this.changedAt;
     this.version++;
     this.failure = undefined;
-    // May end the cache (too large for CAS_LIST_CACHE_MAX_OBJECTS): its failure is then what queries get.
-    this.options.onSize(this, fresh.size - before);
+    // May end the cache (too large for the caches' bounds): its failure is then what queries get.
+    this.options.onSize(this, fresh.size - before.objects, bytes - before.bytes);
     this.heardAt = listedAt; // the list is the cluster as it was when it began
     await this.watch(epoch);
   }
@@ -520,6 +438,7 @@ export class ListCache {
     const rv = object.metadata?.resourceVersion;
     if (typeof rv === 'string') this.rv = rv;
     this.heardAt = Date.now();
+    if (event.type !== 'BOOKMARK') this.changedAt = revision(this.rv) ?? this.changedAt;
     if (event.type === 'ADDED' || event.type === 'MODIFIED') this.put(this.toEntry(object), object);
     else if (event.type === 'DELETED') this.remove(key(object.metadata?.namespace ?? '', object.metadata?.name));
     this.wake();
@@ -531,33 +450,7 @@ export class ListCache {
   }
 
   private toEntry(object: Record<string, any>): Entry {
-    const metadata = object.metadata ?? {};
-    const namespace = this.intern(metadata.namespace ?? '');
-    const name = own(metadata.name ?? '');
-    let labels: Record<string, string> | undefined;
-    let haystack = `${name.toLowerCase()}\0${namespace.toLowerCase()}`;
-    if (metadata.labels && typeof metadata.labels === 'object') {
-      labels = {};
-      for (const [k, value] of Object.entries(metadata.labels)) {
-        labels[k] = own(String(value));
-        haystack += `\0${labels[k].toLowerCase()}`;
-      }
-    }
-    const { apiVersion, kind } = this.options;
-    // Items as the cluster's watch sends them: with apiVersion and kind (a list leaves them out).
-    const json = JSON.stringify(
-      object.kind === undefined ? { apiVersion: object.apiVersion ?? apiVersion, kind, ...object } : object,
-    );
-    return {
-      namespace,
-      name,
-      labels,
-      fields: ownValues(fieldValues(this.options.resourceId, object)),
-      haystack: own(haystack),
-      json,
-      resourceVersion: own(String(metadata.resourceVersion ?? '')),
-      created: typeof metadata.creationTimestamp === 'string' ? own(metadata.creationTimestamp) : null,
-    };
+    return toEntry(object, this.entryType);
   }
 
   /** One string per namespace name, however many objects it holds. */
@@ -573,35 +466,23 @@ export class ListCache {
   private put(entry: Entry, object: Record<string, any>): void {
     const k = key(entry.namespace, entry.name);
     const old = this.entries.get(k);
-    if (old) this.unindex(old);
-    else this.options.onSize(this, 1);
+    if (old) this.indexes.remove(old);
     this.entries.set(k, entry);
-    for (const index of this.indexes) {
-      // Both orders of a path share their values: the value is set once, the entry placed in each.
-      const value = index.values.get(entry) ?? keptValue(entry, index.path) ?? valueAt(object, index.path);
-      index.values.set(entry, value);
-      index.entries.splice(positionOf(index, entry, value), 0, entry);
-    }
+    this.held += entry.bytes - (old?.bytes ?? 0);
+    this.indexes.add(entry, object);
     this.version++;
+    // Last: the bounds may end this very cache.
+    this.options.onSize(this, old ? 0 : 1, entry.bytes - (old?.bytes ?? 0));
   }
 
   private remove(k: string): void {
     const old = this.entries.get(k);
     if (!old) return;
-    this.unindex(old);
+    this.indexes.remove(old);
     this.entries.delete(k);
-    this.options.onSize(this, -1);
+    this.held -= old.bytes;
     this.version++;
-  }
-
-  private unindex(entry: Entry): void {
-    for (const index of this.indexes) {
-      const value = index.values.get(entry);
-      if (value === undefined) continue;
-      const at = positionOf(index, entry, value);
-      if (index.entries[at] === entry) index.entries.splice(at, 1);
-    }
-    for (const index of this.indexes) index.values.delete(entry);
+    this.options.onSize(this, -1, -old.bytes);
   }
 
   private describe(): string {

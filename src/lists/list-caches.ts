@@ -18,9 +18,10 @@ const SWEEP_MS = 5_000;
 /**
  * Every list cache of this replica, one per (cluster, resource type): started by the first paged query,
  * dropped when unused for `CAS_LIST_CACHE_IDLE_SECONDS`, and together bounded by
- * `CAS_LIST_CACHE_MAX_OBJECTS` (past it the least recently used caches are dropped; a cache that alone
- * needs more ends, and its queries get a 503 naming the bound). A cluster removed, disabled or
- * reconfigured ends its caches (queries waiting on them: 502 naming it).
+ * `CAS_LIST_CACHE_MAX_OBJECTS` and `CAS_LIST_CACHE_MAX_BYTES` (the objects' JSON): past either the least
+ * recently used caches are dropped; a cache that alone needs more ends, and its queries get a 503 naming
+ * the bound. A cluster removed, disabled or reconfigured ends its caches (queries waiting on them: 502
+ * naming it).
  */
 @Injectable()
 export class ListCaches implements OnModuleDestroy {
@@ -28,6 +29,7 @@ export class ListCaches implements OnModuleDestroy {
   private readonly caches = new Map<string, ListCache>();
   private readonly conns = new Map<ListCache, ClusterConnection>();
   private objects = 0;
+  private bytes = 0;
   private timer?: NodeJS.Timeout;
 
   constructor(
@@ -38,6 +40,11 @@ export class ListCaches implements OnModuleDestroy {
   /** Objects held by all caches together. */
   get size(): number {
     return this.objects;
+  }
+
+  /** UTF-8 bytes of the JSON of the objects all caches hold together. */
+  get heldBytes(): number {
+    return this.bytes;
   }
 
   /** The cache of this type on this cluster (its connection as it is now), started if need be. */
@@ -56,7 +63,8 @@ export class ListCaches implements OnModuleDestroy {
       apiVersion: apiVersionOf(type),
       kind: type.kind,
       upstreamTimeoutSeconds: this.config.watch.upstreamTimeoutSeconds,
-      onSize: (c, delta) => this.resized(c, delta),
+      onSize: (c, objects, bytes) => this.resized(c, objects, bytes),
+      tooLarge: (c, objects, bytes) => this.tooLarge(c, objects, bytes),
       onEnd: (c) => {
         if (this.caches.get(k) === c) this.caches.delete(k);
         this.conns.delete(c);
@@ -78,26 +86,39 @@ export class ListCaches implements OnModuleDestroy {
     for (const cache of [...this.caches.values()]) cache.end();
   }
 
-  private resized(cache: ListCache, delta: number): void {
-    this.objects += delta;
-    const max = this.config.listCache.maxObjects;
-    if (this.objects <= max || cache.ended) return;
+  /** Why a cache holding this much (with the others, or alone) is over the bounds, or null. */
+  private tooLarge(cache: ListCache, objects: number, bytes: number): ServiceUnavailableException | null {
+    const { maxObjects, maxBytes } = this.config.listCache;
+    const [max, what, name] =
+      objects > maxObjects
+        ? [maxObjects, 'objects', 'CAS_LIST_CACHE_MAX_OBJECTS']
+        : bytes > maxBytes
+          ? [maxBytes, 'bytes of JSON', 'CAS_LIST_CACHE_MAX_BYTES']
+          : [];
+    if (max === undefined) return null;
+    return new ServiceUnavailableException(
+      `the list of ${cache.options.resourceId} on cluster '${cache.clusterName}' needs more than the ${max} ${what} ` +
+        `the list caches of this replica may hold (${name})`,
+    );
+  }
+
+  private resized(cache: ListCache, objects: number, bytes: number): void {
+    this.objects += objects;
+    this.bytes += bytes;
+    if (cache.ended || !this.tooLarge(cache, this.objects, this.bytes)) return;
     const others = [...this.caches.values()].filter((c) => c !== cache).sort((a, b) => a.usedAt - b.usedAt);
     // A cache too large on its own ends, and only it: dropping the others would not make room for it.
-    if (others.reduce((n, other) => n - other.size, this.objects) > max) {
-      cache.end(
-        new ServiceUnavailableException(
-          `the list of ${cache.options.resourceId} on cluster '${cache.clusterName}' needs more than the ${max} objects ` +
-            'the list caches of this replica may hold (CAS_LIST_CACHE_MAX_OBJECTS)',
-        ),
-      );
+    const alone = this.tooLarge(cache, cache.size, cache.bytes);
+    if (alone) {
+      cache.end(alone);
       return;
     }
     // Otherwise the least recently used others go first, until it fits.
     for (const other of others) {
-      if (this.objects <= max) return;
+      if (!this.tooLarge(cache, this.objects, this.bytes)) return;
       this.logger.log(
-        `dropping the list cache of ${other.options.resourceId} on ${other.clusterName}: over ${max} objects`,
+        `dropping the list cache of ${other.options.resourceId} on ${other.clusterName} ` +
+          `to make room for ${cache.options.resourceId} on ${cache.clusterName}`,
       );
       other.end();
     }

@@ -1,21 +1,22 @@
 import { BadRequestException, ForbiddenException, Injectable } from '@nestjs/common';
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Readable } from 'node:stream';
 import { type AccessRequest, Authorizer } from '../access/authorizer.js';
 import { ANY, coversName, coversResource, coversVerb } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
+import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { LabelSelectorError, matchesLabels, parseLabelSelector, type LabelSelector } from '../common/label-selector.js';
 import { type ListResourcesQueryDto } from '../resources/dto/resource-query.dto.js';
 import { apiVersionOf, resourceIdOf, type ResourceType } from '../resources/resource-path.js';
-import type { OwnedStream, StreamOwner, StreamTicket } from '../streams/stream-owner.js';
-import { statusObject } from '../watch/watch-events.js';
-import type { WatchFormat } from '../watch/watch-stream.js';
+import type { StreamOwner } from '../streams/stream-owner.js';
+import { itemJson } from './entries.js';
 import { FieldSelectorError, type FieldTerm, matchesFields, parseFieldSelector } from './field-selector.js';
 import type { Entry, ListCache } from './list-cache.js';
 import { ListCaches } from './list-caches.js';
+import { type NoticeClient, NoticeStream, noticesSince } from './notice-stream.js';
 import { WriteMarks } from './write-marks.js';
+
+export type { NoticeClient } from './notice-stream.js';
 
 /** A list route's target after the resource routes resolved it (the cluster as the caller). */
 export interface PageTarget {
@@ -36,6 +37,8 @@ export interface PageQuery {
   search?: string;
   labels?: LabelSelector;
   fields: FieldTerm[];
+  /** `showManagedFields=true`: items with their `metadata.managedFields`. */
+  managedFields: boolean;
 }
 
 export interface PageResult {
@@ -46,14 +49,9 @@ export interface PageResult {
 
 const DEFAULT_SIZE = 50;
 /** Query parameters of the pass-through list that mean nothing to a page from the cache. */
-const PASS_THROUGH_ONLY = [
-  'limit',
-  'continue',
-  'resourceVersion',
-  'resourceVersionMatch',
-  'timeoutSeconds',
-  'allowWatchBookmarks',
-] as const;
+const PASS_THROUGH_ONLY = ['limit', 'continue', 'resourceVersionMatch', 'allowWatchBookmarks'] as const;
+/** Query parameters a paged query takes with `watch=true` only (the page's version; the stream's end). */
+const WATCH_ONLY = ['resourceVersion', 'timeoutSeconds'] as const;
 /** How often a paged watch looks at its cache, and the least time between two CHANGED notices. */
 const NOTICE_TICK_MS = 100;
 const NOTICE_MIN_MS = 1_000;
@@ -70,6 +68,7 @@ export class ListsService {
     private readonly marks: WriteMarks,
     private readonly authorizer: Authorizer,
     private readonly review: ClusterAccessReview,
+    private readonly gateway: ClusterGateway,
   ) {}
 
   /** The validated paged query, or a 400 naming what is wrong. */
@@ -78,6 +77,9 @@ export class ListsService {
     for (const name of PASS_THROUGH_ONLY) {
       if (q[name] !== undefined)
         problems.push(`${name} cannot be used with a paged query (page, size, sortBy, sortOrder, search)`);
+    }
+    for (const name of WATCH_ONLY) {
+      if (q[name] !== undefined && q.watch !== true) problems.push(`${name} on a paged query needs watch=true`);
     }
     let labels: LabelSelector | undefined;
     let fields: FieldTerm[] = [];
@@ -104,6 +106,7 @@ export class ListsService {
       search: q.search ? q.search.toLowerCase() : undefined,
       labels,
       fields,
+      managedFields: q.showManagedFields === true,
     };
   }
 
@@ -114,7 +117,13 @@ export class ListsService {
     return this.envelope(target.type, query, result);
   }
 
-  /** A paged query with `watch=true`: `{type: "CHANGED", total, resourceVersion}` at most once a second. */
+  /**
+   * A paged query with `watch=true`: `{type: "CHANGED", total, resourceVersion}` at most once a second
+   * while the result may have changed, and at once when the cache already holds a change made after the
+   * page's version (`resourceVersion`, or SSE's `Last-Event-ID`). Every re-check of the stream works out
+   * again what the caller may see (the service's rules, an impersonating cluster's answer): the notices
+   * follow that view, and the stream ends once the query itself would be refused.
+   */
   async watch(
     caller: Caller,
     target: PageTarget,
@@ -122,6 +131,7 @@ export class ListsService {
     client: NoticeClient,
     owner: StreamOwner,
   ): Promise<void> {
+    const since = noticesSince(client);
     const ticket = owner.admit(caller, 'watch');
     let prepared: Awaited<ReturnType<ListsService['prepare']>>;
     try {
@@ -131,25 +141,37 @@ export class ListsService {
       throw error;
     }
     const { cache } = prepared;
+    let allowed = prepared.allowed;
+    let seen = cache.version;
     const cluster = target.cluster;
-    const access: AccessRequest[] = [
-      { verb: 'list', cluster: cluster.name, resource: resourceIdOf(target.type), namespace: target.namespace },
-    ];
-    // Namespace-scoped callers on `_all` are re-checked on what they could list when the stream began.
-    const checkAccess = target.namespace === null && !this.authorizer.can(caller, access[0]).allowed ? [] : access;
-    const stream = new NoticeStream(client, ticket, owner, caller, cluster, checkAccess, async (c) => {
+    // `_all` follows the caller's view however it changes; a named namespace must stay listable.
+    const access: AccessRequest[] =
+      target.namespace === null
+        ? []
+        : [{ verb: 'list', cluster: cluster.name, resource: resourceIdOf(target.type), namespace: target.namespace }];
+    const recheck = async (now: Caller): Promise<string | null> => {
       try {
-        await this.allowedNamespaces(c, target, cache);
+        const asNow = { ...target, cluster: this.gateway.asCaller(cluster.conn, now) };
+        const view = await this.allowedNamespaces(now, asNow, cache);
+        if (!sameView(view, allowed)) {
+          allowed = view;
+          seen = -1; // the result is worked out again on the next tick
+        }
         return null;
       } catch (error) {
         return (error as Error).message;
       }
-    });
+    };
+    const start = since === undefined ? cache.resourceVersion : String(since);
+    const stream = new NoticeStream(client, ticket, owner, caller, cluster.conn, access, recheck, start);
     owner.own(stream, ticket);
     stream.begin();
-    let seen = cache.version;
-    let last = this.run(cache, query, prepared.allowed);
+    let last = this.run(cache, query, allowed);
     let sentAt = 0;
+    if (since !== undefined && cache.changedAfter(since)) {
+      sentAt = Date.now();
+      stream.changed(last.total, last.resourceVersion);
+    }
     const tick = setInterval(() => {
       if (stream.closed) return clearInterval(tick);
       // An open stream uses its cache as a query does: it is not idle while a console listens.
@@ -164,7 +186,7 @@ export class ListsService {
       }
       if (cache.version === seen || Date.now() - sentAt < NOTICE_MIN_MS) return;
       seen = cache.version;
-      const now = this.run(cache, query, prepared.allowed);
+      const now = this.run(cache, query, allowed);
       const changed =
         now.total !== last.total ||
         now.items.length !== last.items.length ||
@@ -172,32 +194,67 @@ export class ListsService {
       last = now;
       if (!changed) return;
       sentAt = Date.now();
-      stream.send({ type: 'CHANGED', total: now.total, resourceVersion: now.resourceVersion });
+      stream.changed(now.total, now.resourceVersion);
     }, NOTICE_TICK_MS);
     tick.unref();
     stream.onClose(() => clearInterval(tick));
   }
 
-  /** The cache to answer from, caught up, and the namespaces the caller may see in it (null: all). */
+  /**
+   * The cache to answer from, caught up, and the namespaces the caller may see in it (null: all). The
+   * service's rules are asked first: a caller who may list none of it never starts a cache (which holds
+   * every object of the type, Secrets included, read as the service).
+   */
   private async prepare(
     caller: Caller,
     target: PageTarget,
   ): Promise<{ cache: ListCache; allowed: Set<string> | null }> {
+    const scope = this.ruleScope(caller, target);
     const cache = this.caches.cacheFor(target.cluster.conn, target.type);
     const mark = this.marks.take(target.cluster.name, resourceIdOf(target.type));
     await cache.fresh(mark.rv, mark.recount);
-    const allowed = await this.allowedNamespaces(caller, target, cache);
+    const allowed = await this.allowedNamespaces(caller, target, cache, scope);
     return { cache, allowed };
   }
 
   /**
-   * The namespaces whose objects the caller may list (null: every one). The route already required the
-   * list permission for a named namespace; for `_all` a caller whose rules cover some namespaces sees
-   * those. On an impersonating cluster the cluster must allow the person too (reviews cached 5 s).
+   * The namespaces the service's rules let the caller list the target's type in (null: every one), or a
+   * 403. A named namespace must be covered; for `_all` a caller whose rules cover some namespaces sees
+   * those. Asked before any cache is used.
    */
-  async allowedNamespaces(caller: Caller, target: PageTarget, cache: ListCache): Promise<Set<string> | null> {
+  ruleScope(caller: Caller, target: PageTarget): Set<string> | null {
     const { cluster, type, namespace } = target;
     const id = resourceIdOf(type);
+    const request = { verb: 'list' as const, cluster: cluster.name, resource: id, namespace };
+    if (namespace !== null) {
+      this.authorizer.require(caller, request);
+      return new Set([namespace]);
+    }
+    if (this.authorizer.can(caller, request).allowed) return null;
+    if (!type.namespaced) this.authorizer.require(caller, request);
+    const scope = new Set(
+      (caller.rules ?? [])
+        .filter(
+          (r) => coversName(r.clusters, cluster.name) && coversVerb(r.verbs, 'list') && coversResource(r.resources, id),
+        )
+        .flatMap((r) => r.namespaces)
+        .filter((ns) => ns !== ANY),
+    );
+    if (scope.size === 0) this.authorizer.require(caller, request);
+    return scope;
+  }
+
+  /**
+   * The namespaces whose objects the caller may list (null: every one): the service's rules, and on an
+   * impersonating cluster the cluster's answer for the person too (reviews cached 5 s).
+   */
+  async allowedNamespaces(
+    caller: Caller,
+    target: PageTarget,
+    cache: ListCache,
+    byRules = this.ruleScope(caller, target),
+  ): Promise<Set<string> | null> {
+    const { cluster, type, namespace } = target;
     const question = (ns: string | undefined) => ({
       verb: 'list',
       group: type.group,
@@ -205,26 +262,9 @@ export class ListsService {
       namespace: ns,
     });
     if (namespace !== null) {
-      this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace });
       const refused = await this.review.check(cluster, question(namespace));
       if (refused) throw new ForbiddenException(refused);
-      return new Set([namespace]);
-    }
-    let byRules: Set<string> | null = null;
-    if (!this.authorizer.can(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null }).allowed) {
-      if (!type.namespaced)
-        this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null });
-      byRules = new Set(
-        (caller.rules ?? [])
-          .filter(
-            (r) =>
-              coversName(r.clusters, cluster.name) && coversVerb(r.verbs, 'list') && coversResource(r.resources, id),
-          )
-          .flatMap((r) => r.namespaces)
-          .filter((ns) => ns !== ANY),
-      );
-      if (byRules.size === 0)
-        this.authorizer.require(caller, { verb: 'list', cluster: cluster.name, resource: id, namespace: null });
+      return byRules;
     }
     if (!cluster.identity) return byRules;
     if (byRules === null && !(await this.review.check(cluster, question(undefined)))) return null;
@@ -277,105 +317,13 @@ export class ListsService {
       metadata: { resourceVersion: result.resourceVersion },
     });
     const tail = `,"total":${result.total},"page":${query.page},"size":${query.size}}`;
-    return `${head.slice(0, -1)},"items":[${result.items.map((e) => e.json).join(',')}]${tail}`;
+    const items = result.items.map((e) => itemJson(e, query.managedFields)).join(',');
+    return `${head.slice(0, -1)},"items":[${items}]${tail}`;
   }
 }
 
-/** Who a paged watch streams to, and for how long (`timeoutSeconds`; absent: until the client leaves). */
-export interface NoticeClient {
-  request: FastifyRequest;
-  reply: FastifyReply;
-  format: WatchFormat;
-  secret: string;
-  timeoutSeconds?: number;
-}
-
-const CONTENT_TYPES: Record<WatchFormat, string> = {
-  json: 'application/json',
-  ndjson: 'application/x-ndjson',
-  sse: 'text/event-stream; charset=utf-8',
-};
-
-/** The stream of `CHANGED` notices of one paged watch, owned (limits, re-checks, heartbeats, drain) by the StreamOwner. */
-class NoticeStream implements OwnedStream {
-  readonly kind = 'watch';
-  readonly secret: string;
-  readonly cluster;
-  private readonly body = new Readable({ read: () => undefined });
-  private closedFlag = false;
-  private readonly closers: Array<() => void> = [];
-
-  constructor(
-    private readonly client: NoticeClient,
-    private readonly ticket: StreamTicket,
-    private readonly owner: StreamOwner,
-    readonly caller: Caller,
-    clusterClient: ClusterClient,
-    readonly access: readonly AccessRequest[],
-    readonly clusterCheck: (caller: Caller) => Promise<string | null>,
-  ) {
-    this.secret = client.secret;
-    this.cluster = clusterClient.conn;
-  }
-
-  get closed(): boolean {
-    return this.closedFlag;
-  }
-
-  begin(): void {
-    const { reply, request } = this.client;
-    const socket = request.raw.socket as { setTimeout?: (ms: number) => void } | undefined;
-    if (typeof socket?.setTimeout === 'function') socket.setTimeout(0);
-    reply.raw.once('close', () => this.finish());
-    reply
-      .status(200)
-      .header('content-type', CONTENT_TYPES[this.client.format])
-      .header('cache-control', 'no-cache, no-store')
-      .header('x-accel-buffering', 'no');
-    reply.raw.once('pipe', () => {
-      if (typeof reply.raw.flushHeaders === 'function') reply.raw.flushHeaders();
-    });
-    void reply.send(this.body);
-    if (this.client.timeoutSeconds !== undefined) {
-      const timer = setTimeout(() => this.close(), this.client.timeoutSeconds * 1000);
-      timer.unref();
-      this.closers.push(() => clearTimeout(timer));
-    }
-  }
-
-  /** Ends the stream cleanly (its time-out). */
-  close(): void {
-    if (this.closedFlag) return;
-    this.body.push(null);
-    this.finish();
-  }
-
-  onClose(fn: () => void): void {
-    this.closers.push(fn);
-  }
-
-  send(event: Record<string, unknown>): void {
-    if (this.closedFlag) return;
-    const json = JSON.stringify(event);
-    this.body.push(this.client.format === 'sse' ? `event: ${String(event.type)}\ndata: ${json}\n\n` : `${json}\n`);
-  }
-
-  heartbeat(): void {
-    if (this.client.format === 'sse' && !this.closedFlag) this.body.push(': heartbeat\n\n');
-  }
-
-  end(code: number, reason: string, message: string): void {
-    if (this.closedFlag) return;
-    this.send({ type: 'ERROR', object: statusObject(code, reason, message) });
-    this.body.push(null);
-    this.finish();
-  }
-
-  private finish(): void {
-    if (this.closedFlag) return;
-    this.closedFlag = true;
-    for (const fn of this.closers.splice(0)) fn();
-    this.owner.release(this);
-    this.ticket.release();
-  }
+/** Whether two views (namespaces; null: all) are the same. */
+function sameView(a: Set<string> | null, b: Set<string> | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.size === b.size && [...a].every((ns) => b.has(ns));
 }

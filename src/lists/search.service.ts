@@ -62,9 +62,11 @@ export class SearchService {
               true,
             );
             const target = { cluster: r.cluster, type: r.type, namespace: null };
+            // The service's rules first: a type the caller may not list starts no cache.
+            const scope = this.lists.ruleScope(caller, target);
             const cache = this.caches.cacheFor(r.cluster.conn, r.type);
             await cache.fresh();
-            const allowed = await this.lists.allowedNamespaces(caller, target, cache);
+            const allowed = await this.lists.allowedNamespaces(caller, target, cache, scope);
             const id = resourceIdOf(r.type);
             const apiVersion = apiVersionOf(r.type);
             // Names matching, kept by the cache until it changes (many callers search the same words).

@@ -121,12 +121,12 @@ export class ResourcesService {
     client: StreamClient,
   ): Promise<ClusterAnswer | null> {
     const r = await this.resolve(caller, target, 'list', true);
-    const { watch, timeoutSeconds, ...rest } = q;
-    // timeoutSeconds ends a paged watch, as it ends any watch; a page from the cache has no use for it.
-    const query = this.lists.parse(watch === true ? rest : { ...rest, timeoutSeconds }, r.type);
+    const query = this.lists.parse(q, r.type);
     const pageTarget = { cluster: r.cluster, type: r.type, namespace: r.namespace };
-    if (watch === true) {
-      const stream = { ...client, secret: secretOf(client.request), timeoutSeconds };
+    if (q.watch === true) {
+      // timeoutSeconds ends a paged watch, as it ends any watch; resourceVersion is the page's it follows.
+      const { timeoutSeconds, resourceVersion } = q;
+      const stream = { ...client, secret: secretOf(client.request), timeoutSeconds, resourceVersion };
       await this.lists.watch(caller, pageTarget, query, stream, this.owner);
       return null;
     }

@@ -37,8 +37,32 @@ export const FLAG_FIN = 0x01;
 /** The largest frame read (SPDY allows 16 MiB; client-go and the kubelet write at most 32 KiB of data per frame). */
 const MAX_FRAME = 1024 * 1024;
 const EMPTY = Buffer.alloc(0);
-/** Compressed header bytes decoded per session; a client opening streams past it is cut off. */
-const MAX_HEADER_HISTORY = 64 * 1024;
+const KIB = 1024;
+
+/** SPDY the service will not read: a frame or header block past a bound, or malformed. */
+export class SpdyError extends Error {}
+
+/**
+ * What one direction's header blocks may cost (a session past one of them is not read further). client-go
+ * writes a few dozen bytes per block (`streamType`, and `port` and `requestID` for a port-forward).
+ */
+export interface HeaderLimits {
+  /** Inflated bytes of one header block. */
+  blockBytes: number;
+  /** Inflated bytes of all of them. */
+  sessionBytes: number;
+  /** Compressed bytes of all of them. */
+  compressedBytes: number;
+  /** SYN_STREAMs. */
+  streams: number;
+}
+
+export const HEADER_LIMITS: Readonly<HeaderLimits> = {
+  blockBytes: 16 * KIB,
+  sessionBytes: 256 * KIB,
+  compressedBytes: 64 * KIB,
+  streams: 1024,
+};
 
 export interface SpdyFrame {
   /** The whole frame, header included, as it came. */
@@ -75,7 +99,7 @@ export class SpdyFrameReader {
     this.need = 8;
     while (pending.length - at >= 8) {
       const length = pending.readUIntBE(at + 5, 3);
-      if (length > MAX_FRAME) throw new Error(`a SPDY frame of ${length} bytes`);
+      if (length > MAX_FRAME) throw new SpdyError(`a SPDY frame of ${length} bytes (at most ${MAX_FRAME / KIB} KiB)`);
       if (pending.length - at < 8 + length) {
         this.need = 8 + length;
         break;
@@ -99,36 +123,119 @@ export class SpdyFrameReader {
   }
 }
 
-/** The header blocks of one direction, decoded in their shared zlib context. */
-export class SpdyHeaderDecoder {
-  private history: Buffer = Buffer.alloc(0);
-  private inflated = 0;
+interface PendingBlock {
+  inflated: Buffer[];
+  size: number;
+  resolve(headers: Map<string, string>): void;
+  reject(error: SpdyError): void;
+}
 
-  /**
-   * The headers of a SYN_STREAM's body (names lowercase). The context spans blocks, so the history is
-   * inflated again each time: exec opens at most five streams; past MAX_HEADER_HISTORY this throws.
-   */
-  synStream(body: Buffer): Map<string, string> {
-    this.history = Buffer.concat([this.history, body.subarray(10)]);
-    if (this.history.length > MAX_HEADER_HISTORY) throw new Error('too many SPDY header bytes');
-    const all = zlib.inflateSync(this.history, {
-      dictionary: DICTIONARY,
-      finishFlush: zlib.constants.Z_SYNC_FLUSH,
-    });
-    const block = all.subarray(this.inflated);
-    this.inflated = all.length;
-    const headers = new Map<string, string>();
-    let at = 4;
-    for (let i = 0, n = block.readUInt32BE(0); i < n; i++) {
-      const nameLength = block.readUInt32BE(at);
-      const name = block.toString('utf8', at + 4, at + 4 + nameLength);
-      at += 4 + nameLength;
-      const valueLength = block.readUInt32BE(at);
-      headers.set(name.toLowerCase(), block.toString('utf8', at + 4, at + 4 + valueLength));
-      at += 4 + valueLength;
-    }
-    return headers;
+/**
+ * The header blocks of one direction, inflated in its one zlib stream as they come: each block costs
+ * what it inflates to, never the history again. zlib runs off the event loop and its output is taken
+ * (and counted) as it comes, so a block past a bound stops the inflation within a chunk of it. Past any
+ * bound, or on anything malformed, that block, any given before it and not read yet, and every later one are
+ * refused with a SpdyError naming it (the relay gives one block at a time).
+ */
+export class SpdyHeaderDecoder {
+  private readonly inflate = zlib.createInflate({ dictionary: DICTIONARY, chunkSize: 16 * KIB });
+  /** Blocks written to the inflater, oldest first; each is complete once the inflater has taken it whole. */
+  private readonly pending: PendingBlock[] = [];
+  private streams = 0;
+  private compressed = 0;
+  private inflated = 0;
+  private failure?: SpdyError;
+
+  constructor(private readonly limits: Readonly<HeaderLimits> = HEADER_LIMITS) {
+    this.inflate.on('readable', () => this.take());
+    this.inflate.on('error', (error) => this.fail(`SPDY header blocks zlib cannot inflate (${error.message})`));
   }
+
+  /** The headers of a SYN_STREAM's body (names lowercase), in the order the blocks were given. */
+  synStream(body: Buffer): Promise<Map<string, string>> {
+    return new Promise((resolve, reject) => {
+      const { compressedBytes, streams } = this.limits;
+      if (this.failure) return reject(this.failure);
+      const block = body.subarray(10);
+      this.compressed += block.length;
+      if (block.length === 0) this.fail('a SYN_STREAM without a header block');
+      else if (++this.streams > streams) this.fail(`more than ${streams} SPDY streams opened in one session`);
+      else if (this.compressed > compressedBytes) {
+        this.fail(`SPDY header blocks past ${compressedBytes / KIB} KiB compressed in one session`);
+      }
+      if (this.failure) return reject(this.failure);
+      this.pending.push({ inflated: [], size: 0, resolve, reject });
+      // Called once the inflater has taken the whole block, after all it inflated to.
+      this.inflate.write(block, () => {
+        this.take();
+        const done = this.pending[0];
+        if (this.failure || !done) return;
+        let headers: Map<string, string>;
+        try {
+          headers = headerBlock(Buffer.concat(done.inflated, done.size));
+        } catch (error) {
+          return this.fail((error as Error).message);
+        }
+        this.pending.shift();
+        done.resolve(headers);
+      });
+    });
+  }
+
+  /** Frees the inflater (the session has ended); later blocks are refused. */
+  close(): void {
+    this.fail('the session has ended');
+  }
+
+  /** Takes what the inflater has produced, counted against the bounds. */
+  private take(): void {
+    const { blockBytes, sessionBytes } = this.limits;
+    while (!this.failure) {
+      const chunk = this.inflate.read() as Buffer | null;
+      if (chunk === null) return;
+      const block = this.pending[0];
+      this.inflated += chunk.length;
+      if (!block) return this.fail('SPDY header bytes outside a header block');
+      block.size += chunk.length;
+      if (block.size > blockBytes) return this.fail(`a SPDY header block inflates past ${blockBytes / KIB} KiB`);
+      if (this.inflated > sessionBytes) {
+        return this.fail(`SPDY header blocks inflate past ${sessionBytes / KIB} KiB in one session`);
+      }
+      block.inflated.push(chunk);
+    }
+  }
+
+  private fail(message: string): void {
+    if (this.failure) return;
+    this.failure = new SpdyError(message);
+    this.inflate.destroy();
+    for (const block of this.pending.splice(0)) block.reject(this.failure);
+  }
+}
+
+/** A header block (SPDY/3 §2.6.10): a count, then each name and value with its length; nothing else. */
+function headerBlock(block: Buffer): Map<string, string> {
+  const malformed = () => new SpdyError('a malformed SPDY header block');
+  let at = 0;
+  const field = (): string => {
+    if (block.length - at < 4) throw malformed();
+    const length = block.readUInt32BE(at);
+    if (length > block.length - at - 4) throw malformed();
+    at += 4 + length;
+    return block.toString('utf8', at - length, at);
+  };
+  if (block.length < 4) throw malformed();
+  const count = block.readUInt32BE(0);
+  at = 4;
+  // Each pair takes at least 8 bytes: a count past that cannot be honest.
+  if (count > (block.length - 4) / 8) throw malformed();
+  const headers = new Map<string, string>();
+  for (let i = 0; i < count; i++) {
+    const name = field();
+    headers.set(name.toLowerCase(), field());
+  }
+  if (at !== block.length) throw malformed();
+  return headers;
 }
 
 /** A DATA frame on a stream (FIN: the last). */

@@ -3,6 +3,7 @@ import { WebSocket, type RawData } from 'ws';
 import type { AccessRequest } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
+import { MAX_WEBSOCKET_MESSAGE } from '../clusters/gateway/upgrade.js';
 import type { OwnedStream } from '../streams/stream-owner.js';
 import type { AsciicastRecording } from './recording.js';
 import {
@@ -19,6 +20,8 @@ import {
   type TerminalKind,
 } from './terminal-protocol.js';
 
+/** `ws`'s errors for a message past maxPayload, or with a length no message may have. */
+const TOO_BIG = new Set(['WS_ERR_UNSUPPORTED_MESSAGE_LENGTH', 'WS_ERR_UNSUPPORTED_DATA_PAYLOAD_LENGTH']);
 /** Bytes a side may have queued toward the other before the other is paused (backpressure). */
 const HIGH_WATER = 256 * 1024;
 const LOW_WATER = 64 * 1024;
@@ -89,8 +92,8 @@ export class TerminalSession implements OwnedStream {
     this.relay(o.upstream, o.client, (data) => this.fromCluster(data));
     o.client.on('close', (code, reason) => this.closed('client', code, reason.toString()));
     o.upstream.on('close', (code, reason) => this.closed('cluster', code, reason.toString()));
-    o.client.on('error', () => this.closed('client', 1006, 'the client connection failed'));
-    o.upstream.on('error', () => this.closed('cluster', 1006, 'the cluster connection failed'));
+    o.client.on('error', (error) => this.failed('client', error));
+    o.upstream.on('error', (error) => this.failed('cluster', error));
     // The cluster may have gone while the client's upgrade completed.
     if (o.upstream.readyState !== WebSocket.OPEN) this.closed('cluster', 1006, 'the cluster connection failed');
   }
@@ -188,6 +191,20 @@ export class TerminalSession implements OwnedStream {
     } else if (recording && (message.channel === STDOUT || message.channel === STDERR)) {
       recording.output(this.decoders.get(message.channel)!.write(message.payload));
     }
+  }
+
+  /**
+   * A socket's error: a message past MAX_WEBSOCKET_MESSAGE (`ws` has closed that side with 1009, message too
+   * big, before relaying any of it), or any other failure of the connection or of the protocol.
+   */
+  private failed(side: 'client' | 'cluster', error: Error & { code?: string }): void {
+    if (!TOO_BIG.has(error.code ?? '')) return this.closed(side, 1006, `the ${side} connection failed`);
+    const bound = `${MAX_WEBSOCKET_MESSAGE / (1024 * 1024)} MiB`;
+    if (side === 'cluster')
+      return this.end(502, 'BadGateway', `the cluster sent a message over ${bound}; the session has ended`);
+    if (this.ended) return;
+    this.finish(`the client sent a message over ${bound}: closed with 1009 (message too big)`);
+    closeSocket(this.o.upstream, 1000, 'the session has ended');
   }
 
   private closed(side: 'client' | 'cluster', code: number, reason: string): void {

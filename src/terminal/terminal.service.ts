@@ -19,6 +19,7 @@ import type { Caller } from '../auth/caller.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../auth/session-cookie.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
+import { MAX_WEBSOCKET_MESSAGE } from '../clusters/gateway/upgrade.js';
 import { errorBody, toErrorResponse } from '../common/filters/http-exception.filter.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { kubeStatus } from '../kube/kube-status.js';
@@ -66,7 +67,7 @@ export class TerminalService implements OnModuleDestroy {
   private readonly wss = new WebSocketServer({
     noServer: true,
     perMessageDeflate: false,
-    maxPayload: 64 * 1024 * 1024,
+    maxPayload: MAX_WEBSOCKET_MESSAGE,
     // The protocol answered is the one the cluster agreed to (never the token a client sent as one).
     handleProtocols: (_offered, request) => (request as AgreedRequest)[AGREED] ?? false,
   });

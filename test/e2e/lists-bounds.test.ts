@@ -1,142 +1,14 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { open, stat } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  kubeRequest,
-  sharedControlPlane,
-  waitFor,
-  type AuditEvent,
-  type ControlPlane,
-} from '../harness/control-plane.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { kubeconfigFor } from '../support/clusters.js';
+import { kubeRequest, sharedControlPlane, waitFor } from '../harness/control-plane.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
-import { createCrd, serviceAccountToken } from '../support/kube.js';
+import { createCrd } from '../support/kube.js';
+import { configmaps, ended, names, page, startWorld, stopWorld, upstream, type World } from '../support/list-world.js';
 
 const pid = process.pid;
-
-/**
- * One test's world: its namespaces, an app with `env`, a signed-in admin, and the shared control plane
- * registered as cluster `c`, reached as a ServiceAccount of this test only, so that the cluster's
- * audit log tells this test's list-cache requests from everyone else's.
- */
-interface World {
-  /** `lists-bounds=<tag>-<pid>`: the label of the test's ConfigMaps, so that `_all` pages ignore everyone else's. */
-  label: string;
-  cp: ControlPlane;
-  t: TestApp;
-  admin: string;
-  clusterId: number;
-  namespaces: string[];
-  username: string;
-  /** Where the audit log ended when the world was made: only what follows is read. */
-  auditStart: number;
-}
-
-async function startWorld(options: {
-  tag: string;
-  namespaces: number;
-  env?: Record<string, string>;
-  impersonate?: boolean;
-}): Promise<World> {
-  const cp = await sharedControlPlane('a');
-  const auditStart = (await stat(cp.auditLogPath)).size;
-  const namespaces = Array.from({ length: options.namespaces }, (_, i) => `lb-${options.tag}-${i}-${pid}`);
-  for (const name of namespaces) {
-    const made = await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name } });
-    assert.equal(made.status, 201, JSON.stringify(made.body));
-  }
-  const sa = await serviceAccountToken(cp, namespaces[0], 'cas');
-  const t = await startTestApp({ env: options.env });
-  const admin = (await signedIn(t, 'admin')).token;
-  const res = await request(t.app, 'POST', '/api/v1/admin/clusters', {
-    token: admin,
-    body: { name: 'c', config: kubeconfigFor(cp, { token: sa.token }), impersonate: options.impersonate ?? false },
-  });
-  assert.equal(res.status, 201, res.text);
-  const label = `lists-bounds=${options.tag}-${pid}`;
-  return { label, cp, t, admin, clusterId: res.body.id, namespaces, username: sa.username, auditStart };
-}
-
-async function stopWorld(w: World | undefined): Promise<void> {
-  if (!w) return;
-  await w.t.close();
-  await kubeRequest(w.cp, 'DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${w.namespaces[0]}-cas`);
-  for (const ns of w.namespaces) await kubeRequest(w.cp, 'DELETE', `/api/v1/namespaces/${ns}`);
-}
-
-/** The audit events the cluster wrote since the world was made. */
-async function auditOf(w: World): Promise<AuditEvent[]> {
-  const file = await open(w.cp.auditLogPath, 'r');
-  try {
-    const { size } = await file.stat();
-    const buffer = Buffer.alloc(size - w.auditStart);
-    await file.read(buffer, 0, buffer.length, w.auditStart);
-    const events: AuditEvent[] = [];
-    for (const line of buffer.toString('utf8').split('\n')) {
-      if (!line.trim()) continue;
-      try {
-        const event = JSON.parse(line) as AuditEvent;
-        if (event.user?.username === w.username) events.push(event);
-      } catch {
-        /* a line being written right now */
-      }
-    }
-    return events;
-  } finally {
-    await file.close();
-  }
-}
-
-/**
- * What the cluster saw of the list caches of `resource` (its plural): how many of their watches ended
- * (the apiserver writes a watch's events when it ends) and how many full lists (pages of 250; the
- * freshness probes ask for 1) were made.
- */
-async function upstream(w: World, resource: string): Promise<{ ended: number; lists: number }> {
-  const events = (await auditOf(w)).filter((e) => e.objectRef?.resource === resource);
-  return {
-    ended: events.filter((e) => e.verb === 'watch' && e.stage === 'ResponseComplete').length,
-    lists: events.filter((e) => e.verb === 'list' && /[?&]limit=250\b/.test(e.requestURI)).length,
-  };
-}
-
-/** Waits until `count` watches of `resource` have ended. */
-async function ended(w: World, resource: string, count: number, withinMs: number): Promise<void> {
-  await waitFor(
-    `${count} watches of ${resource} to end`,
-    async () => (await upstream(w, resource)).ended >= count,
-    withinMs,
-    200,
-  );
-}
-
-function page(w: World, route: string, q: Record<string, string | number>, token = w.admin) {
-  const query: Record<string, string> = {};
-  for (const [k, v] of Object.entries(q)) query[k] = String(v);
-  return request(w.t.app, 'GET', `/api/v1/${route}`, { token, headers: { 'x-cluster-name': 'c' }, query });
-}
-
-const names = (body: { items: Array<{ metadata: { namespace?: string; name: string } }> }) =>
-  body.items.map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
-
-/** The test's own ConfigMaps (labelled), or with `labelled: false` others to fill the cluster. */
-async function configmaps(w: World, namespace: string, prefix: string, count: number, labelled = true) {
-  const made: string[] = [];
-  const [key, value] = w.label.split('=');
-  for (let i = 0; i < count; i++) {
-    const name = `${prefix}-${i}`;
-    const res = await kubeRequest(w.cp, 'POST', `/api/v1/namespaces/${namespace}/configmaps`, {
-      metadata: { name, labels: labelled ? { [key]: value } : {} },
-    });
-    assert.equal(res.status, 201, JSON.stringify(res.body));
-    made.push(`${namespace}/${name}`);
-  }
-  return made;
-}
 
 describe('lists on an impersonating cluster: the cluster’s RBAC for the person decides what `_all` holds', () => {
   let w: World;
@@ -295,10 +167,9 @@ describe('the object bound: CAS_LIST_CACHE_MAX_OBJECTS', () => {
         }),
       );
     }
-    // ConfigMaps (every namespace of the shared cluster holds one) are a type with more than 50.
-    const listed = await kubeRequest(w.cp, 'GET', '/api/v1/configmaps?limit=1');
-    const count = 1 + Number(listed.body.metadata.remainingItemCount ?? 0);
-    if (count <= 50) await configmaps(w, N, 'filler', 51 - count, false);
+    // ConfigMaps are a type with more than 50: 51 of this test's own, whatever other tests on the shared
+    // cluster create and delete meanwhile (counting theirs once made the count drop below the bound).
+    await configmaps(w, N, 'filler', 51, false);
   });
   after(async () => {
     await stopWorld(w);

@@ -316,7 +316,7 @@ async function shellLine(session: Session, line: string, nl: string, size: () =>
       return undefined;
     }
     case 'flood':
-      await flood(session, Math.min(Number(args[0]) || 0, MAX_FLOOD));
+      await flood(session, Math.min(Number(args[0]) || 0, MAX_FLOOD), Number(args[1]) || undefined);
       return undefined;
     default:
       await err(`sh: ${command}: not found\n`);
@@ -324,12 +324,12 @@ async function shellLine(session: Session, line: string, nl: string, size: () =>
   }
 }
 
-/** Writes `bytes` of output in 64 KiB messages, each after the previous one left. */
 /** Output bytes `flood` has handed to sockets that took them (their send completed), over all sessions. */
 export let floodedBytes = 0;
 
-async function flood(session: Session, bytes: number): Promise<void> {
-  const chunk = Buffer.alloc(64 * 1024, 'x');
+/** Writes `bytes` of output in messages of `size` (64 KiB, at most 16 MiB), each after the previous one left. */
+async function flood(session: Session, bytes: number, size = 64 * 1024): Promise<void> {
+  const chunk = Buffer.alloc(Math.min(size, 16 * 1024 * 1024), 'x');
   chunk[chunk.length - 1] = 0x0a;
   for (let sent = 0; sent < bytes; sent += chunk.length) {
     if (!session.channels.open) return;

@@ -58,6 +58,8 @@ export class SpdyServerConnection {
   private readonly deflate = zlib.createDeflate({ dictionary: DICTIONARY });
   private deflated: Buffer[] = [];
   private writes: Promise<void> = Promise.resolve();
+  /** The frames received, handled in order. */
+  private received: Promise<void> = Promise.resolve();
   private closed = false;
   private readonly closeHandlers: Array<() => void> = [];
 
@@ -143,16 +145,21 @@ export class SpdyServerConnection {
   }
 
   private receive(chunk: Buffer): void {
+    // A frame this server cannot read (over the reader's bound, a header block past the decoder's): the
+    // connection is broken, as spdystream would treat it.
+    const broken = () => void this.socket.destroy();
+    let frames: SpdyFrame[];
     try {
-      for (const frame of this.reader.push(chunk).frames) this.frame(frame);
+      frames = this.reader.push(chunk).frames;
     } catch {
-      // A frame this server cannot read (or over the reader's bound): the connection is broken, as
-      // spdystream would treat it.
-      this.socket.destroy();
+      return broken();
     }
+    // One after another: a SYN_STREAM's header block is inflated off the event loop, and the frames after
+    // it (its data) need the stream it opens.
+    for (const frame of frames) this.received = this.received.then(() => this.frame(frame)).catch(broken);
   }
 
-  private frame({ bytes, control, type, flags, streamId, body }: SpdyFrame): void {
+  private async frame({ bytes, control, type, flags, streamId, body }: SpdyFrame): Promise<void> {
     if (!control) {
       const stream = this.streams.get(streamId);
       if (!stream) return;
@@ -171,7 +178,7 @@ export class SpdyServerConnection {
     switch (type) {
       case SYN_STREAM: {
         const id = streamId;
-        const stream = this.stream(id, this.headersIn.synStream(body), (flags & FLAG_FIN) !== 0);
+        const stream = this.stream(id, await this.headersIn.synStream(body), (flags & FLAG_FIN) !== 0);
         // The reply first: client-go waits for it before it writes anything on the stream.
         void this.write(async () => {
           const block = await this.compress([]);
@@ -228,6 +235,7 @@ export class SpdyServerConnection {
     if (this.closed) return;
     this.closed = true;
     this.deflate.close();
+    this.headersIn.close();
     for (const handler of this.closeHandlers.splice(0)) handler();
   }
 }

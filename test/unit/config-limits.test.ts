@@ -44,3 +44,20 @@ describe('configuration: limits (issue 9)', () => {
     }
   });
 });
+
+describe('configuration: the list caches', () => {
+  test('defaults: 200,000 objects and 128 MiB of JSON, idle after 600 s', () => {
+    assert.deepEqual(loadConfig({}).listCache, { maxObjects: 200_000, maxBytes: 128 * 1024 * 1024, idleSeconds: 600 });
+  });
+
+  test('CAS_LIST_CACHE_MAX_BYTES set; below 1 MiB, above 64 GiB or not a number names the variable', () => {
+    assert.equal(loadConfig({ CAS_LIST_CACHE_MAX_BYTES: '1048576' }).listCache.maxBytes, 1024 * 1024);
+    for (const value of ['1048575', '68719476737', '1e9', '-1', '128MiB']) {
+      assert.throws(
+        () => loadConfig({ CAS_LIST_CACHE_MAX_BYTES: value }),
+        (e: unknown) => e instanceof ConfigError && e.message.includes('CAS_LIST_CACHE_MAX_BYTES'),
+        value,
+      );
+    }
+  });
+});

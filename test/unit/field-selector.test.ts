@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FieldSelectorError, fieldValues, matchesFields, parseFieldSelector } from '../../src/lists/field-selector.js';
-import { compareValues } from '../../src/lists/list-cache.js';
+import { compareValues } from '../../src/lists/sort-index.js';
 
 const pod = {
   metadata: { name: 'web-0', namespace: 'shop' },

@@ -14,6 +14,13 @@ export type UpgradeAnswer =
 
 /** The largest refusal read (a Status is a few hundred bytes). */
 const REFUSAL_LIMIT = 64 * 1024;
+/**
+ * The largest WebSocket message of a terminal session, either way (the cluster's here, the client's in the
+ * terminal). client-go writes one message per write of a stream, and copies stdin and port-forward data 32 KiB
+ * at a time; the kubelet's output messages are as small. `ws` refuses a bigger one with 1009 (message too big)
+ * as soon as its length is read, before holding any of it.
+ */
+export const MAX_WEBSOCKET_MESSAGE = 1024 * 1024;
 
 /**
  * Opens a WebSocket to `url` with these headers and TLS settings; resolves once the cluster has
@@ -32,8 +39,7 @@ export function openWebSocket(
       headers: headers as Record<string, string>,
       handshakeTimeout: timeoutMs,
       perMessageDeflate: false,
-      // Frames are relayed as they come: a cluster's message may be as large as the client's.
-      maxPayload: 64 * 1024 * 1024,
+      maxPayload: MAX_WEBSOCKET_MESSAGE,
       followRedirects: false,
     });
     socket.once('open', () => {

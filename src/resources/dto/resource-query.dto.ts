@@ -51,7 +51,11 @@ export class ListResourcesQueryDto {
   @MaxLength(8192)
   continue?: string;
 
-  /** List: the version to read at. Watch: stream the changes after this version (older than the service keeps → 410). */
+  /**
+   * List: the version to read at. Watch: stream the changes after this version (older than the service keeps → 410).
+   * Paged query with `watch=true`: the `metadata.resourceVersion` of the page the watch follows (a `CHANGED` notice
+   * comes at once when the list changed after it).
+   */
   @IsOptional()
   @IsString()
   @MaxLength(64)
@@ -106,6 +110,11 @@ export class ListResourcesQueryDto {
   @IsString()
   @MaxLength(256)
   search?: string;
+
+  @QueryBoolean(
+    'Paged query: `true` keeps `metadata.managedFields` in the items (left out by default: they are often a third of an object and of use to few pages).',
+  )
+  showManagedFields?: boolean;
 }
 
 /** The query parameters that make a list call a paged query (CONTRACT.md §13). */
@@ -138,6 +147,7 @@ export class ObjectEventsQueryDto {
 /** Query parameters that only make sense in one of the two modes of a list route: named in a 400 otherwise. */
 export function watchQueryProblems(q: {
   watch?: boolean;
+  showManagedFields?: boolean;
   allowWatchBookmarks?: boolean;
   limit?: number;
   continue?: string;
@@ -147,6 +157,9 @@ export function watchQueryProblems(q: {
 }): string[] {
   const watching = q.watch === true;
   const problems: string[] = [];
+  if (q.showManagedFields !== undefined) {
+    problems.push('showManagedFields needs a paged query (page, size, sortBy, sortOrder or search)');
+  }
   if (watching) {
     for (const name of ['limit', 'continue', 'resourceVersionMatch'] as const) {
       if (q[name] !== undefined) problems.push(`${name} cannot be used with watch=true`);

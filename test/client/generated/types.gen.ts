@@ -2992,6 +2992,10 @@ export type ListResourcesData = {
          */
         search?: string;
         /**
+         * Paged query: `true` keeps `metadata.managedFields` in the items (left out by default: they are often a third of an object and of use to few pages).
+         */
+        showManagedFields?: boolean;
+        /**
          * e.g. `app=web,tier!=cache`
          */
         labelSelector?: string;
@@ -3005,6 +3009,8 @@ export type ListResourcesData = {
         continue?: string;
         /**
          * List: the version to read at. Watch: stream the changes after this version (older than the service keeps → 410).
+         * Paged query with `watch=true`: the `metadata.resourceVersion` of the page the watch follows (a `CHANGED` notice
+         * comes at once when the list changed after it).
          */
         resourceVersion?: string;
     };
