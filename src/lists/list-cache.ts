@@ -1,20 +1,17 @@
 import { HttpException, Logger, ServiceUnavailableException } from '@nestjs/common';
-import type { ClusterResponse } from '../clusters/gateway/answer.js';
-import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
-import { LineSplitter, revision } from '../watch/watch-events.js';
+import { type Reflector, type ReflectorConsumer, ReflectorRefusal, refusalException } from '../watch/reflector.js';
+import { revision, type WatchEvent } from '../watch/watch-events.js';
 import { type Entry, type EntryType, own, toEntry } from './entries.js';
 import { SortIndexes } from './sort-index.js';
 
 export type { Entry } from './entries.js';
 
 export interface CacheOptions {
-  cluster: ClusterClient;
-  /** The collection across all namespaces (or cluster-scoped), e.g. `/api/v1/configmaps`. */
-  path: string;
+  /** The list-and-watch loop of the collection across all namespaces (or cluster-scoped), e.g. `/api/v1/configmaps`. */
+  reflector: Reflector;
   resourceId: string;
   apiVersion: string;
   kind: string;
-  upstreamTimeoutSeconds: number;
   /** Called as the objects held and their bytes change (the registry's bounds). */
   onSize: (cache: ListCache, objects: number, bytes: number) => void;
   /** A list holding this much on its own is too large: why (its queries get it), or null. */
@@ -23,11 +20,7 @@ export interface CacheOptions {
   onEnd: (cache: ListCache) => void;
 }
 
-const LIST_PAGE = 250;
-const LIST_PAGE_BYTES = 256 * 1024 * 1024;
 const MAX_MEMOS = 16;
-/** Consecutive failed reconnections before the cache gives up (its queries then get the last failure). */
-const MAX_FAILURES = 5;
 /** How long a query waits for a cache that is (re)listing or reconnecting before it is refused. */
 const CATCH_UP_MS = 5_000;
 /** A query is answered without a probe when the cache heard from its watch (or confirmed itself) this recently. */
@@ -39,31 +32,29 @@ const asHttp = (error: unknown): HttpException =>
 const key = (namespace: string, name: string) => (namespace ? `${namespace}/${name}` : name);
 
 /**
- * The objects of one resource type on one cluster (all namespaces), filled by one paginated list and
- * kept current by one watch, both read with the service's own identity. What a caller may see of it is
- * decided per query. Pages are cut from sort indexes kept in order as events arrive.
+ * The objects of one resource type on one cluster (all namespaces), a consumer of the collection's reflector (the one
+ * list-and-watch loop, read with the service's own identity, which the shared watch of client streams of the same
+ * collection shares): filled by its snapshot, kept current by its changes. What a caller may see of it is decided per
+ * query. Pages are cut from sort indexes kept in order as events arrive.
  *
  * Freshness: the cache knows when it last heard from its watch. A query finding it silent for more
  * than a second confirms it against the cluster first (see `confirm`); a write made through this
- * replica is waited for by its resourceVersion (`waitFor`). While the cache relists (start, 410) or
+ * replica is waited for by its resourceVersion (`waitFor`). While the loop relists (start, 410) or
  * reconnects, queries wait for it, and are refused rather than answered from it after CATCH_UP_MS.
  */
-export class ListCache {
+export class ListCache implements ReflectorConsumer {
+  readonly snapshot = 'objects';
   private readonly logger = new Logger(ListCache.name);
   private entries = new Map<string, Entry>();
   private readonly namespaceNames = new Map<string, string>();
   private indexes = new SortIndexes();
   /** The latest resourceVersion the cache holds everything up to (list, events, bookmarks). */
   private rv = '';
-  private heardAt = 0;
-  private live = false;
+  /** When a probe last confirmed the cache (besides what the loop heard). */
+  private confirmedAt = 0;
+  private isLive = false;
   private endedFlag = false;
   private failure?: HttpException;
-  private failures = 0;
-  /** Bumped by every (re)list: a list or watch of an older one that is still under way is dropped. */
-  private epoch = 0;
-  private res?: ClusterResponse;
-  private retryTimer?: NodeJS.Timeout;
   private waiters: Array<() => void> = [];
   private confirming?: Promise<void>;
   private keeper?: NodeJS.Timeout;
@@ -82,12 +73,28 @@ export class ListCache {
   constructor(readonly options: CacheOptions) {
     const { resourceId, apiVersion, kind } = options;
     this.entryType = { resourceId, apiVersion, kind, intern: (namespace) => this.intern(namespace) };
-    this.started = this.relist().catch((error: unknown) => {
-      const failure = asHttp(error);
-      this.end(failure);
-      throw failure;
-    });
+    this.started = options.reflector.attach(this).then(
+      () => {
+        if (this.endedFlag) throw this.behind();
+        this.keepConfirmed();
+      },
+      (error: unknown) => {
+        const failure =
+          error instanceof ReflectorRefusal ? refusalException(options.reflector, error.refusal) : asHttp(error);
+        this.end(failure);
+        throw failure;
+      },
+    );
     this.started.catch(() => undefined);
+  }
+
+  private get reflector(): Reflector {
+    return this.options.reflector;
+  }
+
+  /** When the cache last heard from the cluster: its loop's events and bookmarks, or a probe that confirmed it. */
+  private get heardAt(): number {
+    return Math.max(this.reflector.heardAt, this.confirmedAt);
   }
 
   get size(): number {
@@ -113,7 +120,7 @@ export class ListCache {
   }
 
   get clusterName(): string {
-    return this.options.cluster.name;
+    return this.reflector.cluster.name;
   }
 
   /** Every stored entry, in no order (for `search`). */
@@ -159,7 +166,7 @@ export class ListCache {
     this.usedAt = Date.now();
     const deadline = Date.now() + CATCH_UP_MS;
     await this.started;
-    if (!(await this.until(() => this.live, deadline))) throw this.behind();
+    if (!(await this.until(() => this.isLive, deadline))) throw this.behind();
     if (atLeast !== undefined) {
       if (!(await this.until(() => (revision(this.rv) ?? 0n) >= atLeast, deadline))) throw this.behind();
     }
@@ -182,7 +189,7 @@ export class ListCache {
   private keepConfirmed(): void {
     this.keeper ??= setInterval(() => {
       const now = Date.now();
-      if (!this.live || this.confirming || now - this.usedAt > 5_000 || now - this.heardAt < FRESH_MS / 2) return;
+      if (!this.isLive || this.confirming || now - this.usedAt > 5_000 || now - this.heardAt < FRESH_MS / 2) return;
       this.confirming = this.confirm(now + CATCH_UP_MS)
         .catch(() => undefined)
         .finally(() => (this.confirming = undefined));
@@ -190,15 +197,14 @@ export class ListCache {
     this.keeper.unref();
   }
 
-  /** Ends the cache for good: no more watching; queries waiting for it are refused. */
+  /** Ends the cache for good: it leaves its loop; queries waiting for it are refused. */
   end(reason?: HttpException): void {
     if (this.endedFlag) return;
     this.endedFlag = true;
     this.failure ??= reason;
-    this.live = false;
-    clearTimeout(this.retryTimer);
+    this.isLive = false;
     clearInterval(this.keeper);
-    this.res?.destroy();
+    this.reflector.detach(this);
     this.options.onSize(this, -this.entries.size, -this.held);
     this.held = 0;
     this.entries = new Map();
@@ -229,11 +235,12 @@ export class ListCache {
       return this.entries.get(key(probe.first.namespace, probe.first.name))?.resourceVersion === probe.first.rv;
     };
     if (await this.until(agrees, deadline)) {
-      this.heardAt = Math.max(this.heardAt, asked);
+      this.confirmedAt = Math.max(this.confirmedAt, asked);
       return;
     }
     this.logger.warn(`${this.describe()} disagrees with the cluster; listing again`);
-    this.restart();
+    this.isLive = false;
+    this.reflector.restart();
     throw this.behind();
   }
 
@@ -242,10 +249,13 @@ export class ListCache {
     count: number;
     first?: { namespace: string; name: string; rv: string };
   }> {
-    const { cluster, path } = this.options;
+    const { cluster } = this.reflector;
+    const { path } = this.reflector.options;
     const res = await cluster.send({ method: 'GET', path, query: new URLSearchParams({ limit: '1' }) });
     const body = await cluster.read(res);
-    if (res.statusCode !== 200) throw this.refused(res.statusCode, body);
+    if (res.statusCode !== 200) {
+      throw refusalException(this.reflector, { statusCode: res.statusCode, contentType: '', body });
+    }
     const list = cluster.parse(body, `GET ${path}`);
     const item = list?.items?.[0];
     return {
@@ -262,7 +272,7 @@ export class ListCache {
   private behind(): HttpException {
     if (this.failure) return this.failure;
     return new ServiceUnavailableException(
-      `the list cache of ${this.options.resourceId} on ${this.options.cluster.target} is catching up with the cluster; try again`,
+      `the list cache of ${this.options.resourceId} on ${this.reflector.cluster.target} is catching up with the cluster; try again`,
     );
   }
 
@@ -286,167 +296,49 @@ export class ListCache {
     for (const wake of this.waiters.splice(0)) wake();
   }
 
-  /** Drops the watch and lists again (a 410, or a disagreement with the cluster). */
-  private restart(): void {
-    this.live = false;
-    const res = this.res;
-    this.res = undefined;
-    res?.destroy();
-    clearTimeout(this.retryTimer);
-    this.relist().catch((error: unknown) => this.recover(error));
-  }
-
-  /**
-   * After a broken watch (the connection failed, the apiserver restarted): list again, with back-off.
-   * Events may have been missed, so nothing is served until a fresh list is in. After MAX_FAILURES the
-   * cache ends: its queries get the failure (502 naming the cluster), the next one starts a new cache.
-   */
-  private recover(error: unknown): void {
+  /** The collection at `resourceVersion` (the loop's snapshot for this cache, or its list anew): swapped in whole. */
+  replaced(items: Array<Record<string, any>>, resourceVersion: string): void {
     if (this.endedFlag) return;
-    this.live = false;
-    this.failures++;
-    if (this.failures > MAX_FAILURES) {
-      this.end(asHttp(error));
-      return;
-    }
-    const delay = Math.min(250 * 2 ** (this.failures - 1), 4000);
-    clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.relist().catch((e: unknown) => this.recover(e)), delay);
-    this.retryTimer.unref();
-  }
-
-  /** Lists the whole collection page by page (one snapshot), swaps it in whole, then watches from its version. */
-  private async relist(): Promise<void> {
-    this.live = false;
-    const epoch = ++this.epoch;
-    const listedAt = Date.now();
-    const { cluster, path } = this.options;
     const fresh = new Map<string, Entry>();
     let bytes = 0;
-    let token: string | undefined;
-    let rv: string;
-    do {
-      const query = new URLSearchParams({ limit: String(LIST_PAGE) });
-      if (token) query.set('continue', token);
-      const res = await cluster.send({ method: 'GET', path, query });
-      const body = await cluster.read(res, LIST_PAGE_BYTES);
-      if (this.endedFlag || epoch !== this.epoch) return;
-      if (res.statusCode !== 200) throw this.refused(res.statusCode, body);
-      const list = cluster.parse(body, `GET ${path}`);
-      rv = String(list?.metadata?.resourceVersion ?? '');
-      for (const item of (list?.items ?? []) as Array<Record<string, any>>) {
-        const entry = this.toEntry(item);
-        const k = key(entry.namespace, entry.name);
-        bytes += entry.bytes - (fresh.get(k)?.bytes ?? 0);
-        fresh.set(k, entry);
-      }
-      // Bounded as it is read: a list too large for the caches is not read to its end.
-      const refusal = this.options.tooLarge(this, fresh.size, bytes);
-      if (refusal) return this.end(refusal);
-      token = list?.metadata?.continue || undefined;
-    } while (token);
+    for (const item of items) {
+      const entry = this.toEntry(item);
+      const k = key(entry.namespace, entry.name);
+      bytes += entry.bytes - (fresh.get(k)?.bytes ?? 0);
+      fresh.set(k, entry);
+    }
+    const refusal = this.options.tooLarge(this, fresh.size, bytes);
+    if (refusal) return this.end(refusal);
     const before = { objects: this.entries.size, bytes: this.held };
     this.entries = fresh;
     this.held = bytes;
     this.indexes = new SortIndexes();
-    this.rv = rv;
-    this.changedAt = revision(rv) ?? this.changedAt;
+    this.rv = resourceVersion;
+    this.changedAt = revision(resourceVersion) ?? this.changedAt;
     this.version++;
     this.failure = undefined;
     // May end the cache (too large for the caches' bounds): its failure is then what queries get.
     this.options.onSize(this, fresh.size - before.objects, bytes - before.bytes);
-    this.heardAt = listedAt; // the list is the cluster as it was when it began
-    await this.watch(epoch);
-  }
-
-  private refused(statusCode: number, body: Buffer): HttpException {
-    let message = `${this.options.cluster.target} answered ${statusCode} to the list of ${this.options.resourceId}`;
-    try {
-      const status = JSON.parse(body.toString('utf8'));
-      if (typeof status?.message === 'string') message += `: ${status.message.slice(0, 300)}`;
-    } catch {
-      /* not a Status */
-    }
-    return new HttpException(
-      message,
-      statusCode === 403 || statusCode === 401 ? 502 : statusCode >= 500 ? 502 : statusCode,
-    );
-  }
-
-  /** Opens the watch from the cache's version; the cache is live once the cluster accepts it. */
-  private async watch(epoch = this.epoch): Promise<void> {
-    const { cluster, path, upstreamTimeoutSeconds } = this.options;
-    const timeoutSeconds = upstreamTimeoutSeconds + Math.floor((Math.random() * upstreamTimeoutSeconds) / 4);
-    const query = new URLSearchParams({
-      watch: 'true',
-      resourceVersion: this.rv,
-      allowWatchBookmarks: 'true',
-      timeoutSeconds: String(timeoutSeconds),
-    });
-    const res = await cluster.send({ method: 'GET', path, query, bodyTimeoutMs: (timeoutSeconds + 60) * 1000 });
-    if (this.endedFlag || epoch !== this.epoch) {
-      res.destroy();
-      return;
-    }
-    if (res.statusCode === 410) {
-      res.destroy();
-      return this.relist();
-    }
-    if (res.statusCode !== 200)
-      throw this.refused(res.statusCode, await cluster.read(res).catch(() => Buffer.alloc(0)));
-    this.res = res;
-    this.failures = 0;
-    this.live = true;
-    this.keepConfirmed();
     this.wake();
-    const splitter = new LineSplitter();
-    res.on('data', (chunk: Buffer) => {
-      if (this.res !== res) return;
-      try {
-        for (const line of splitter.push(chunk)) this.receive(JSON.parse(line.toString('utf8')));
-      } catch (error) {
-        this.logger.warn(`${this.describe()}: unusable watch data: ${(error as Error).message}`);
-        this.restart();
-      }
-    });
-    let complete = false;
-    const over = (error?: Error) => {
-      if (this.res !== res) return;
-      this.res = undefined;
-      this.live = false;
-      if (this.endedFlag) return;
-      if (!error) return this.resume();
-      this.logger.debug(`${this.describe()}: watch broke: ${error.message}`);
-      this.recover(error);
-    };
-    res.on('end', () => {
-      complete = true;
-      over();
-    });
-    res.on('error', (error) => over(error));
-    res.on('close', () => over(complete ? undefined : new Error('connection closed')));
   }
 
-  private receive(event: { type?: string; object?: Record<string, any> }): void {
+  changed(event: WatchEvent, object: Record<string, any>): void {
     if (this.endedFlag) return;
-    const object = event.object ?? {};
-    if (event.type === 'ERROR') {
-      // 410: the cluster no longer has the version: list again; no page is served until the new list is in.
-      this.restart();
-      return;
-    }
-    const rv = object.metadata?.resourceVersion;
-    if (typeof rv === 'string') this.rv = rv;
-    this.heardAt = Date.now();
+    this.rv = event.resourceVersion;
     if (event.type !== 'BOOKMARK') this.changedAt = revision(this.rv) ?? this.changedAt;
     if (event.type === 'ADDED' || event.type === 'MODIFIED') this.put(this.toEntry(object), object);
     else if (event.type === 'DELETED') this.remove(key(object.metadata?.namespace ?? '', object.metadata?.name));
     this.wake();
   }
 
-  /** The cluster ended the watch (its time-out): watch again from the cache's version at once; nothing was missed. */
-  private resume(): void {
-    this.watch().catch((error: unknown) => this.recover(error));
+  live(live: boolean): void {
+    this.isLive = live && !this.endedFlag;
+    this.wake();
+  }
+
+  /** The loop ended for good (its cluster failed, or it was dropped): queries get why. */
+  stopped(failure?: HttpException): void {
+    this.end(failure);
   }
 
   private toEntry(object: Record<string, any>): Entry {
@@ -486,6 +378,6 @@ export class ListCache {
   }
 
   private describe(): string {
-    return `list cache of ${this.options.resourceId} on ${this.options.cluster.target}`;
+    return `list cache of ${this.options.resourceId} on ${this.reflector.cluster.target}`;
   }
 }

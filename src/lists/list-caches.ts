@@ -9,6 +9,7 @@ import {
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { Reflectors } from '../watch/reflectors.js';
 import { apiVersionOf, resourceIdOf, resourcePath, type ResourceType } from '../resources/resource-path.js';
 import { ListCache } from './list-cache.js';
 
@@ -35,6 +36,7 @@ export class ListCaches implements OnModuleDestroy {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly gateway: ClusterGateway,
+    private readonly reflectors: Reflectors,
   ) {}
 
   /** Objects held by all caches together. */
@@ -57,12 +59,10 @@ export class ListCaches implements OnModuleDestroy {
       return found;
     }
     const cache = new ListCache({
-      cluster: this.gateway.asService(conn, undefined, 'list cache'),
-      path: resourcePath(type, null, null),
+      reflector: this.reflectors.loopFor(conn, resourcePath(type, null, null)),
       resourceId: id,
       apiVersion: apiVersionOf(type),
       kind: type.kind,
-      upstreamTimeoutSeconds: this.config.watch.upstreamTimeoutSeconds,
       onSize: (c, objects, bytes) => this.resized(c, objects, bytes),
       tooLarge: (c, objects, bytes) => this.tooLarge(c, objects, bytes),
       onEnd: (c) => {

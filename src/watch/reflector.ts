@@ -1,7 +1,7 @@
 import { HttpException, Logger, ServiceUnavailableException } from '@nestjs/common';
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
-import { LineSplitter, revision, WatchEvent } from './watch-events.js';
+import { type Labels, LineSplitter, revision, WatchEvent } from './watch-events.js';
 
 /** What the cluster answered instead of a list or a watch (its status and body, read whole). */
 export interface ClusterRefusal {
@@ -19,11 +19,15 @@ export class ReflectorRefusal extends Error {
 
 /** Something that hangs off a reflector: a list cache, the shared watch of client streams. */
 export interface ReflectorConsumer {
-  /** What a snapshot of the collection carries: whole objects, or their metadata only (labels, names). */
-  readonly snapshot: 'objects' | 'metadata';
   /**
-   * The collection as it was at `resourceVersion`: on attaching, and again whenever the reflector had to list anew
-   * (a 410, a restart) — then anything known before is replaced, and changes between the two may never be seen.
+   * Whether it needs the collection's objects when it attaches (`objects`: a list cache), or only what comes after
+   * (`none`: the shared watch, which replays the reflector's window of recent events).
+   */
+  readonly snapshot: 'objects' | 'none';
+  /**
+   * The collection as it was at `resourceVersion`: on attaching (`objects` consumers), and to every consumer whenever
+   * the reflector had to list anew (a 410, a restart) — then anything known before is replaced, and changes between the
+   * two may never be seen.
    */
   replaced(items: Array<Record<string, any>>, resourceVersion: string, relisted: boolean): void;
   /** One change after the snapshot (ADDED, MODIFIED, DELETED, with its object parsed once), or a BOOKMARK. */
@@ -32,6 +36,12 @@ export interface ReflectorConsumer {
   live?(live: boolean): void;
   /** The reflector has ended for good: every later use must start a new one. */
   stopped(failure?: HttpException): void;
+}
+
+/** Bytes of recent events every reflector of the process keeps together, and the bound on them. */
+export interface WindowBudget {
+  used: number;
+  readonly limit: number;
 }
 
 export interface ReflectorOptions {
@@ -43,6 +53,9 @@ export interface ReflectorOptions {
   fieldSelector?: string;
   /** The cluster ends each watch after this long (plus up to a quarter more); it is then resumed at once. */
   upstreamTimeoutSeconds: number;
+  /** Recent events kept, at most, for consumers arriving with an older resourceVersion. */
+  windowEvents: number;
+  budget: WindowBudget;
   /** Called once when the reflector ends (its last consumer left, or it failed for good). */
   onEnd: (reflector: Reflector) => void;
 }
@@ -71,9 +84,12 @@ const asHttp = (error: unknown): HttpException =>
  * breaks, lists again after a 410, and gives up after repeated failures. Everything that needs the collection's state
  * hangs off it as a consumer, so a collection is watched once however many list caches and client streams read it.
  *
- * A consumer attaching to a running loop gets its own snapshot: a list of the collection exactly at the loop's
- * position (`resourceVersionMatch=Exact`), the changes since held for it meanwhile, so that the others never see a
- * gap or a relist on its account. It keeps running while it has consumers.
+ * A consumer attaching to a running loop that needs the objects gets its own snapshot: a list of the collection exactly
+ * at the loop's position (`resourceVersionMatch=Exact`), the changes since held for it meanwhile, so that the others
+ * never see a gap or a relist on its account. For client watches arriving with an older resourceVersion it keeps a
+ * bounded window of recent events (anything older than the window → 410, as the apiserver's own watch cache does),
+ * each stamped with the object's labels before it (what a label selector matched until then). It keeps running while
+ * it has consumers.
  */
 export class Reflector {
   private readonly logger = new Logger(Reflector.name);
@@ -90,6 +106,12 @@ export class Reflector {
   private res?: ClusterResponse;
   private retryTimer?: NodeJS.Timeout;
   private listing = false;
+  private readonly recent: WatchEvent[] = [];
+  private recentBytes = 0;
+  /** Every event with a resourceVersion after this one is in the window (or has not happened yet). */
+  private windowFloor: bigint | null = null;
+  /** The labels of the collection's objects (`namespace/name`) as of the last event; objects without labels are left out. */
+  private labels = new Map<string, Labels>();
   /** Whether a first list has been delivered. */
   private started = false;
   /** Whether the next attempt must list (the start, a 410, a failed list); else it watches on from the last version. */
@@ -126,6 +148,21 @@ export class Reflector {
     return this.options.cluster;
   }
 
+  /** Whether the loop has listed: its position, floor and window mean something. */
+  get listed(): boolean {
+    return this.started;
+  }
+
+  /** Every event with a resourceVersion after this one is in the window (null: versions are not comparable). */
+  get floor(): bigint | null {
+    return this.windowFloor;
+  }
+
+  /** The window of recent events, oldest first. */
+  get window(): readonly WatchEvent[] {
+    return this.recent;
+  }
+
   /**
    * Adds a consumer; its snapshot follows (`replaced`), then every change. The first consumer starts the loop, listing
    * exactly at `from` when given (a client watch's resourceVersion; latest when the cluster no longer has it).
@@ -137,6 +174,11 @@ export class Reflector {
     const join: Joining = { consumer, held: [], overflowed: false };
     this.joining.add(join);
     const first = !this.started && !this.listing;
+    if (!first && consumer.snapshot === 'none' && !this.listing) {
+      this.joining.delete(join);
+      this.consumers.add(consumer);
+      return Promise.resolve();
+    }
     const done = first ? this.relist(from) : this.snapshotFor(join);
     return done.catch((error: unknown) => {
       this.joining.delete(join);
@@ -168,6 +210,8 @@ export class Reflector {
     this.epoch++;
     clearTimeout(this.retryTimer);
     this.stopWatch();
+    this.clearWindow();
+    this.labels = new Map();
     const consumers = [...this.consumers, ...[...this.joining].map((j) => j.consumer)];
     this.consumers.clear();
     this.joining.clear();
@@ -184,11 +228,16 @@ export class Reflector {
         if (this.endedFlag) throw this.failure ?? new ServiceUnavailableException('the watch ended');
       }
       if (!this.joining.has(join)) return;
+      if (join.consumer.snapshot === 'none') {
+        this.joining.delete(join);
+        this.consumers.add(join.consumer);
+        return;
+      }
       join.held = [];
       join.overflowed = false;
       let listed: { items: Array<Record<string, any>>; resourceVersion: string };
       try {
-        listed = await this.list(join.consumer.snapshot, this.rv);
+        listed = await this.list('objects', this.rv);
       } catch (error) {
         if (!(error instanceof ReflectorRefusal) || error.refusal.statusCode !== 410) throw error;
         // The cluster no longer has the loop's position: everyone lists anew, this consumer with them.
@@ -235,6 +284,14 @@ export class Reflector {
     const relisted = this.started;
     this.started = true;
     this.rv = listed.resourceVersion;
+    // What happened before the list is no longer told: the window starts over, labels are the list's.
+    this.clearWindow();
+    this.windowFloor = revision(listed.resourceVersion);
+    this.labels = new Map();
+    for (const item of listed.items) {
+      const m = item.metadata;
+      if (m?.labels && Object.keys(m.labels).length > 0) this.labels.set(`${m.namespace ?? ''}/${m.name}`, m.labels);
+    }
     this.heard = listedAt; // the list is the cluster as it was when it began
     this.failure = undefined;
     for (const join of [...this.joining]) {
@@ -349,6 +406,7 @@ export class Reflector {
     }
     this.rv = event.resourceVersion;
     this.heard = Date.now();
+    if (event.type !== 'BOOKMARK') this.remember(event);
     for (const consumer of this.consumers) consumer.changed(event, object);
     for (const join of this.joining) {
       if (join.held.length >= MAX_HELD_EVENTS) join.overflowed = true;
@@ -382,6 +440,31 @@ export class Reflector {
       delay,
     );
     this.retryTimer.unref();
+  }
+
+  /** Stamps the event with the object's labels before it, keeps its labels after it, and keeps it in the window. */
+  private remember(event: WatchEvent): void {
+    event.previousLabels = event.type === 'ADDED' ? null : (this.labels.get(event.key) ?? null);
+    if (event.type === 'DELETED' || event.labels === null) this.labels.delete(event.key);
+    else this.labels.set(event.key, event.labels);
+    const { budget, windowEvents } = this.options;
+    this.recent.push(event);
+    this.recentBytes += event.size;
+    budget.used += event.size;
+    // Past the process's budget every loop gives up its oldest events: late subscribers from before them get 410
+    // and list again, as from the apiserver's own watch cache.
+    while (this.recent.length > windowEvents || (budget.used > budget.limit && this.recent.length > 0)) {
+      const evicted = this.recent.shift()!;
+      this.recentBytes -= evicted.size;
+      budget.used -= evicted.size;
+      this.windowFloor = revision(evicted.resourceVersion);
+    }
+  }
+
+  private clearWindow(): void {
+    this.options.budget.used -= this.recentBytes;
+    this.recentBytes = 0;
+    this.recent.length = 0;
   }
 
   private stopWatch(): void {

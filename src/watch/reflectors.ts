@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
-import { Reflector } from './reflector.js';
+import { Reflector, type WindowBudget } from './reflector.js';
 
 /**
  * The list-and-watch loops of this replica: one per (cluster connection, collection path, field selector), whatever
@@ -12,11 +12,15 @@ import { Reflector } from './reflector.js';
 @Injectable()
 export class Reflectors implements OnModuleDestroy {
   private readonly loops = new Map<string, Reflector>();
+  /** The loops' windows of recent events share one byte budget (CAS_WATCH_MEMORY_BYTES). */
+  readonly budget: WindowBudget;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly gateway: ClusterGateway,
-  ) {}
+  ) {
+    this.budget = { used: 0, limit: config.watch.memoryBytes };
+  }
 
   /** The loop of this collection on this connection, made if none runs (it starts with its first consumer). */
   loopFor(conn: ClusterConnection, path: string, fieldSelector?: string): Reflector {
@@ -29,6 +33,8 @@ export class Reflectors implements OnModuleDestroy {
       path,
       fieldSelector,
       upstreamTimeoutSeconds: this.config.watch.upstreamTimeoutSeconds,
+      windowEvents: this.config.watch.windowEvents,
+      budget: this.budget,
       onEnd: (ended) => {
         if (this.loops.get(ended.key) === ended) this.loops.delete(ended.key);
       },

@@ -2,7 +2,7 @@ import type { HttpException } from '@nestjs/common';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { type LabelSelector, matchesLabels } from '../common/label-selector.js';
 import type { ClusterRefusal, Reflector, ReflectorConsumer } from './reflector.js';
-import { expiredStatus, type Labels, revision, statusObject, WatchEvent, type WatchEventType } from './watch-events.js';
+import { expiredStatus, revision, statusObject, WatchEvent, type WatchEventType } from './watch-events.js';
 
 /** What the cluster answered instead of a watch stream (its status and body, read whole). */
 export type WatchRefusal = ClusterRefusal;
@@ -34,54 +34,29 @@ export interface WatchSubscriber {
   close(final?: WatchEvent): void;
 }
 
-/** Bytes of recent events every shared watch of the process keeps together, and the bound on them. */
-export interface WindowBudget {
-  used: number;
-  readonly limit: number;
-}
-
-export interface SharedWatchOptions {
-  windowEvents: number;
-  budget: WindowBudget;
-  lingerMs: number;
-}
-
 /**
- * The events of one collection (cluster, path, field selector) for every client stream of it, whatever their label
- * selectors: one parse and one window per collection. It hangs off the collection's reflector (the one list-and-watch
- * loop, which a list cache of the same collection shares), which lists the collection's labels when it attaches. To
- * filter as the apiserver's watch cache does — an object relabelled into a selector is ADDED for it, out of it DELETED —
- * it follows each object's labels from that list through the events.
- * It keeps a bounded window of recent events so a subscriber arriving later with an older resourceVersion is served
- * from memory (anything older than the window → 410, as the apiserver's own watch cache does); when the loop had to
- * list anew (a 410 of the cluster's), its subscribers get a 410 too and list again. It leaves its loop after a short
- * linger once its last subscriber has left.
+ * The client streams of one collection (cluster, path, field selector), whatever their label selectors: a consumer of
+ * the collection's reflector (the one list-and-watch loop, which a list cache of the same collection shares), fanning
+ * its events out. A subscriber arriving with an older resourceVersion is served from the loop's window of recent
+ * events (anything older → 410, as the apiserver's own watch cache does); an object relabelled into a subscriber's
+ * selector is ADDED for it, out of it DELETED, by the labels the loop stamped on the event. When the loop had to list
+ * anew (a 410 of the cluster's), subscribers get a 410 too and list again. It leaves the loop after a short linger
+ * once its last subscriber has left.
  */
 export class SharedWatch implements ReflectorConsumer {
-  readonly snapshot = 'metadata';
+  readonly snapshot = 'none';
   private readonly subscribers = new Set<WatchSubscriber>();
-  private readonly window: WatchEvent[] = [];
-  /**
-   * The labels of the collection's objects (`namespace/name`) as of the last event; objects without labels are left
-   * out. Null until the first list is in.
-   */
-  private labels: Map<string, Labels> | null = null;
-  private windowBytes = 0;
-  /** Every event with a resourceVersion after this one is in the window (or has not happened yet). */
-  private floor: bigint | null = null;
-  /** The latest resourceVersion seen (list, events and bookmarks). */
-  private last = '';
   private lingerTimer?: NodeJS.Timeout;
   private finalEvent?: WatchEvent;
   private endedFlag = false;
-  /** The first list: null when it is in, the cluster's refusal otherwise; rejects (502/504) when unreachable. */
+  /** The loop has listed: null; or the cluster's refusal; rejects (502/504) when unreachable. */
   readonly ready: Promise<WatchRefusal | null>;
 
   constructor(
     readonly key: string,
     private readonly reflector: Reflector,
     fromResourceVersion: string,
-    private readonly options: SharedWatchOptions,
+    private readonly lingerMs: number,
     private readonly onEnd: (watch: SharedWatch) => void,
   ) {
     this.ready = reflector.attach(this, fromResourceVersion).then(
@@ -105,22 +80,23 @@ export class SharedWatch implements ReflectorConsumer {
   }
 
   /**
-   * Adds a subscriber from `fromResourceVersion`: replays the window's newer events, then live
-   * ones. A version older than the window gets the 410 ERROR event (the client lists again).
+   * Adds a subscriber from `fromResourceVersion`: replays the loop's newer events, then live ones. A version older
+   * than the window gets the 410 ERROR event (the client lists again).
    */
   attach(sub: WatchSubscriber, fromResourceVersion: string): void {
     if (this.endedFlag) {
       sub.close(this.finalEvent ?? WatchEvent.of('ERROR', statusObject(503, 'ServiceUnavailable', 'watch ended')));
       return;
     }
+    const { floor, resourceVersion: last } = this.reflector;
     const from = revision(fromResourceVersion);
-    const comparable = from !== null && this.floor !== null;
-    if (comparable ? from < this.floor! : fromResourceVersion !== this.last) {
-      sub.close(WatchEvent.of('ERROR', expiredStatus(fromResourceVersion, String(this.floor ?? this.last))));
+    const comparable = from !== null && floor !== null;
+    if (comparable ? from < floor! : fromResourceVersion !== last) {
+      sub.close(WatchEvent.of('ERROR', expiredStatus(fromResourceVersion, String(floor ?? last))));
       return;
     }
     sub.cursor = from;
-    for (const event of this.window) this.offer(sub, event);
+    for (const event of this.reflector.window) this.offer(sub, event);
     this.subscribers.add(sub);
     clearTimeout(this.lingerTimer);
     this.lingerTimer = undefined;
@@ -128,8 +104,8 @@ export class SharedWatch implements ReflectorConsumer {
 
   detach(sub: WatchSubscriber): void {
     if (!this.subscribers.delete(sub) || this.subscribers.size > 0 || this.endedFlag) return;
-    if (this.options.lingerMs === 0) return this.end();
-    this.lingerTimer = setTimeout(() => this.end(), this.options.lingerMs);
+    if (this.lingerMs === 0) return this.end();
+    this.lingerTimer = setTimeout(() => this.end(), this.lingerMs);
     this.lingerTimer.unref();
   }
 
@@ -139,48 +115,18 @@ export class SharedWatch implements ReflectorConsumer {
     this.endedFlag = true;
     this.finalEvent = final;
     clearTimeout(this.lingerTimer);
-    this.clearWindow();
     this.closeAll(final);
     this.reflector.detach(this);
     this.onEnd(this);
   }
 
-  /** The labels of every object at `resourceVersion`; after a relist, everyone lists again (changes were missed). */
-  replaced(items: Array<Record<string, any>>, resourceVersion: string, relisted: boolean): void {
-    const labels = new Map<string, Labels>();
-    for (const item of items) {
-      const m = item.metadata;
-      if (m?.labels && Object.keys(m.labels).length > 0) labels.set(`${m.namespace ?? ''}/${m.name}`, m.labels);
-    }
-    this.labels = labels;
-    if (relisted) {
-      // The cluster no longer had the loop's version: what happened in between is unknown, as it is to the apiserver's
-      // own clients, who get the same 410 and list again.
-      this.clearWindow();
-      this.closeAll(WatchEvent.of('ERROR', expiredStatus(this.last, resourceVersion)));
-    }
-    this.floor = revision(resourceVersion);
-    this.last = resourceVersion;
+  /** After the loop listed anew, everyone lists again: what changed in between is unknown, as to the apiserver's clients. */
+  replaced(_items: unknown, resourceVersion: string, relisted: boolean): void {
+    if (relisted) this.closeAll(WatchEvent.of('ERROR', expiredStatus('', resourceVersion)));
   }
 
   changed(event: WatchEvent): void {
     if (this.endedFlag) return;
-    this.last = event.resourceVersion;
-    if (event.type !== 'BOOKMARK') {
-      this.followLabels(event);
-      const { budget } = this.options;
-      this.window.push(event);
-      this.windowBytes += event.size;
-      budget.used += event.size;
-      // Past the process's budget every watch gives up its oldest events: late subscribers from before
-      // them get 410 and list again, as from the apiserver's own watch cache.
-      while (this.window.length > this.options.windowEvents || (budget.used > budget.limit && this.window.length > 0)) {
-        const evicted = this.window.shift()!;
-        this.windowBytes -= evicted.size;
-        budget.used -= evicted.size;
-        this.floor = revision(evicted.resourceVersion);
-      }
-    }
     for (const sub of this.subscribers) this.offer(sub, event);
   }
 
@@ -202,12 +148,6 @@ export class SharedWatch implements ReflectorConsumer {
     for (const sub of subscribers) sub.close(final);
   }
 
-  private clearWindow(): void {
-    this.options.budget.used -= this.windowBytes;
-    this.windowBytes = 0;
-    this.window.length = 0;
-  }
-
   private offer(sub: WatchSubscriber, event: WatchEvent): void {
     if (event.type === 'BOOKMARK' && !sub.bookmarks) {
       const rev = revision(event.resourceVersion);
@@ -221,15 +161,6 @@ export class SharedWatch implements ReflectorConsumer {
     }
     const selected = sub.selector ? selectedFor(sub.selector, event) : event;
     if (selected) sub.deliver(selected);
-  }
-
-  /** Stamps the event with the object's labels before it, and keeps its labels after it. */
-  private followLabels(event: WatchEvent): void {
-    const { labels } = this;
-    if (labels === null) return;
-    event.previousLabels = event.type === 'ADDED' ? null : (labels.get(event.key) ?? null);
-    if (event.type === 'DELETED' || event.labels === null) labels.delete(event.key);
-    else labels.set(event.key, event.labels);
   }
 }
 

@@ -1,30 +1,25 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import type { WindowBudget } from './reflector.js';
 import { Reflectors } from './reflectors.js';
-import {
-  SharedWatch,
-  type WatchRefusal,
-  type WatchSource,
-  type WatchSubscriber,
-  type WindowBudget,
-} from './shared-watch.js';
+import { SharedWatch, type WatchRefusal, type WatchSource, type WatchSubscriber } from './shared-watch.js';
 
 /**
  * The shared watches of this process: one per (cluster and its connection settings, collection path, field selector),
  * however many clients watch it with whatever label selectors, each on the collection's one list-and-watch loop (which
- * a list cache of the same collection shares). Their windows of recent events share one byte budget
- * (CAS_WATCH_MEMORY_BYTES).
+ * a list cache of the same collection shares).
  */
 @Injectable()
 export class WatchHub implements OnModuleDestroy {
   private readonly watches = new Map<string, SharedWatch>();
-  readonly budget: WindowBudget;
-
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly reflectors: Reflectors,
-  ) {
-    this.budget = { used: 0, limit: config.watch.memoryBytes };
+  ) {}
+
+  /** The loops' windows of recent events, and their bound (CAS_WATCH_MEMORY_BYTES). */
+  get budget(): WindowBudget {
+    return this.reflectors.budget;
   }
 
   /**
@@ -45,11 +40,7 @@ export class WatchHub implements OnModuleDestroy {
         key,
         this.reflectors.loopFor(conn, source.path, source.fieldSelector),
         fromResourceVersion,
-        {
-          windowEvents: this.config.watch.windowEvents,
-          budget: this.budget,
-          lingerMs: this.config.watch.lingerMs,
-        },
+        this.config.watch.lingerMs,
         (ended) => {
           if (this.watches.get(ended.key) === ended) this.watches.delete(ended.key);
         },

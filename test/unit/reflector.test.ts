@@ -14,7 +14,7 @@ class Recorder implements ReflectorConsumer {
   endedWith?: unknown;
   ended_ = false;
 
-  constructor(readonly snapshot: 'objects' | 'metadata' = 'objects') {}
+  constructor(readonly snapshot: 'objects' | 'none' = 'objects') {}
 
   replaced(items: Array<Record<string, any>>, resourceVersion: string, relisted: boolean): void {
     this.state.clear();
@@ -53,6 +53,8 @@ function setup() {
     cluster: fakeClusterClient(collection),
     path: '/api/v1/configmaps',
     upstreamTimeoutSeconds: 300,
+    windowEvents: 1000,
+    budget: { used: 0, limit: 16 * 1024 * 1024 },
     onEnd: (r) => ended.push(r),
   });
   return { collection, reflector, ended };
@@ -96,7 +98,7 @@ describe('reflector: one list-and-watch loop per collection', () => {
         if (i % 20 === 0) await sleep(1);
       }
     })();
-    const second = new Recorder('metadata');
+    const second = new Recorder('objects');
     await reflector.attach(second);
     await writing;
     await until('both to catch up', () => reflector.resourceVersion === collection.resourceVersion);
@@ -168,6 +170,42 @@ describe('reflector: one list-and-watch loop per collection', () => {
     const late = new Recorder();
     await other.reflector.attach(late, '101');
     assert.equal(late.replacedAt[0], other.collection.resourceVersion);
+  });
+
+  test('the window: recent events stamped with the labels each object had before; bounded, its floor moving on', async () => {
+    const collection = new FakeCollection();
+    const reflector = new Reflector('k', {
+      cluster: fakeClusterClient(collection),
+      path: '/api/v1/configmaps',
+      upstreamTimeoutSeconds: 300,
+      windowEvents: 3,
+      budget: { used: 0, limit: 16 * 1024 * 1024 },
+      onEnd: () => undefined,
+    });
+    collection.write('ADDED', 'a', 'x', { metadata: { labels: { tier: 'web' } } });
+    const listedAt = collection.resourceVersion;
+    const watcher = new Recorder('none');
+    await reflector.attach(watcher);
+    assert.equal(String(reflector.floor), listedAt);
+    collection.write('MODIFIED', 'a', 'x', { metadata: { labels: { tier: 'db' } } });
+    collection.write('ADDED', 'a', 'y');
+    await until('two events', () => reflector.window.length === 2);
+    assert.deepEqual(reflector.window[0].previousLabels, { tier: 'web' }, 'x matched tier=web before');
+    assert.deepEqual(reflector.window[0].labels, { tier: 'db' });
+    assert.equal(reflector.window[1].previousLabels, null);
+    for (const name of ['p', 'q']) collection.write('ADDED', 'a', name);
+    await until('the window to hold its bound', () => reflector.resourceVersion === collection.resourceVersion);
+    assert.equal(reflector.window.length, 3);
+    assert.equal(
+      String(reflector.floor),
+      reflector.window[0].resourceVersion === String(Number(listedAt) + 2)
+        ? String(Number(listedAt) + 1)
+        : 'unexpected',
+    );
+    // A consumer that needs no objects joins a running loop without a list of its own.
+    const lists = collection.calls.filter((c) => c.startsWith('list')).length;
+    await reflector.attach(new Recorder('none'));
+    assert.equal(collection.calls.filter((c) => c.startsWith('list')).length, lists);
   });
 
   test('the last consumer leaving ends the loop and its watch; a refused first list rejects and ends it', async () => {
