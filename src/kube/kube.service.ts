@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { Authorizer } from '../access/authorizer.js';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
-import { presentedSecret } from '../auth/auth.guard.js';
+import { authorizationSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import { CLUSTER_NAME_PATTERN } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
@@ -169,11 +169,13 @@ export class KubeService {
       throw error;
     }
     reply.status(answer.statusCode).headers(answer.headers);
+    // A pod's, service's or node's own pages are a download, never a page, should a browser ever get one.
+    if (info.verb === 'proxy' || info.subresource === 'proxy') reply.header('content-disposition', 'attachment');
     if (ticket && answer.statusCode < 300) {
       const stream = new KubeStream(
         follow ? 'log' : 'watch',
         caller,
-        presentedSecret(request) ?? '',
+        authorizationSecret(request) ?? '',
         client.conn,
         async (now) => {
           const decision = decideKubeAccess(this.authorizer, now, kubeAccessOf(info, cluster), cluster);

@@ -5111,8 +5111,10 @@ export type DeleteKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5190,8 +5192,10 @@ export type GetKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5270,8 +5274,10 @@ export type PatchKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5354,8 +5360,10 @@ export type PostKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5438,8 +5446,10 @@ export type PutKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
