@@ -73,7 +73,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
     .setTitle('Cluster Administration Service')
     .setDescription(
       'Users, a registry of Kubernetes clusters, and generic access to the resources of the cluster named in `x-cluster-name`.\n\n' +
-        `Credentials: an API key (\`cas_key_…\`) or a session token from login (\`cas_sess_…\`) in \`Authorization\`, or the session cookie. ${SECURITY_PRECEDENCE}\n\n` +
+        `Credentials: an API key (\`cas_key_…\`) or a session token from login (\`cas_sess_…\`) in \`Authorization\`, or the session cookie (not on the Kubernetes API path, which takes \`Authorization\` only). ${SECURITY_PRECEDENCE}\n\n` +
         'Errors the service produces have one shape, `{statusCode, error, message, requestId}`; on resource routes the cluster may answer instead, with its Kubernetes `Status` (`kind: "Status"`). Every response carries `x-request-id`.',
     )
     .setVersion('1')
@@ -101,7 +101,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
         type: 'apiKey',
         in: 'cookie',
         name: SESSION_COOKIE,
-        description: `The HttpOnly session cookie login sets (over https named \`__Host-cas_session\`, which is read too). Used only when the request has no \`Authorization\` header.`,
+        description: `The HttpOnly session cookie login sets (over https named \`__Host-cas_session\`, which is read too). Used only when the request has no \`Authorization\` header, and never on the Kubernetes API path (\`/api/v1/clusters/{name}/k8s/…\`).`,
       },
       SECURITY_SCHEMES.cookie,
     );

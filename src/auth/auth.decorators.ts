@@ -14,6 +14,11 @@ export interface AccessRule {
   publicUntilFirstUser: boolean;
   /** Callable by an authenticated caller that holds no role (only `/auth/me` and logout). */
   withoutRole: boolean;
+  /**
+   * Only a credential in `Authorization` (an API key or a token); the session cookie is refused. For
+   * paths a browser must never reach with its ambient session (the Kubernetes API path).
+   */
+  authorizationOnly?: boolean;
 }
 
 /**
@@ -54,6 +59,9 @@ function describeAccess(rule: AccessRule): string {
     : rule.withoutRole
       ? 'a signed-in user or an API key, with or without a role'
       : 'a signed-in user or an API key with a role';
+  if (rule.authorizationOnly) {
+    return `Needs ${who}, sent in \`Authorization\` (a kubeconfig from \`POST /api/v1/auth/kubeconfig\` does): the session cookie is not accepted here.`;
+  }
   return rule.publicUntilFirstUser
     ? `Public while no user exists (first-time setup: send no credentials); afterwards needs ${who}.`
     : `Needs ${who}.`;
@@ -64,20 +72,21 @@ function describeAccess(rule: AccessRule): string {
  * `@Public()` are refused by the global guard.
  */
 export function Authenticated(
-  options: { admin?: boolean; publicUntilFirstUser?: boolean; withoutRole?: boolean } = {},
+  options: { admin?: boolean; publicUntilFirstUser?: boolean; withoutRole?: boolean; authorizationOnly?: boolean } = {},
 ) {
   const rule: AccessRule = {
     public: false,
     admin: options.admin ?? false,
     publicUntilFirstUser: options.publicUntilFirstUser ?? false,
     withoutRole: options.withoutRole ?? false,
+    ...(options.authorizationOnly ? { authorizationOnly: true } : {}),
   };
   return applyDecorators(
     accessMetadata(rule),
     // Alternatives, one requirement object each: a client sends one of them (`Authorization` wins over the cookie).
     ApiSecurity(SECURITY_SCHEMES.apiKey),
     ApiBearerAuth(SECURITY_SCHEMES.bearer),
-    ApiCookieAuth(SECURITY_SCHEMES.cookie),
+    ...(rule.authorizationOnly ? [] : [ApiCookieAuth(SECURITY_SCHEMES.cookie)]),
     // `{}`: no credentials at all is an alternative too, while no user exists.
     ...(rule.publicUntilFirstUser ? [ApiSecurity({})] : []),
     ApiExtension(ACCESS_EXTENSION, describeAccess(rule)),

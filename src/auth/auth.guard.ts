@@ -21,15 +21,30 @@ import { sessionCookieOf } from './session-cookie.js';
 
 type RequestWithCaller = FastifyRequest & { caller?: Caller };
 
-/** The credential presented: `Authorization: <key>`, `Authorization: Bearer <key|token>`, or the session cookie. */
-export function presentedSecret(request: FastifyRequest): string | undefined {
+/** Why a path that takes `Authorization` only refuses a request that carries the session cookie alone. */
+export const COOKIE_NOT_ACCEPTED =
+  'the session cookie is not accepted on the Kubernetes API path: send an API key or token in Authorization ' +
+  '(a kubeconfig from POST /api/v1/auth/kubeconfig carries one)';
+
+/** The credential in `Authorization: <key>` or `Authorization: Bearer <key|token>`. */
+export function authorizationSecret(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization?.trim();
-  if (header) {
-    const bearer = /^Bearer\s+(.+)$/i.exec(header);
-    return bearer ? bearer[1].trim() : header;
-  }
-  return sessionCookieOf(request);
+  if (!header) return undefined;
+  const bearer = /^Bearer\s+(.+)$/i.exec(header);
+  return bearer ? bearer[1].trim() : header;
 }
+
+/** The credential presented: `Authorization`, else the session cookie. */
+export function presentedSecret(request: FastifyRequest): string | undefined {
+  return authorizationSecret(request) ?? sessionCookieOf(request);
+}
+
+/**
+ * Route config: how a route answers the authentication hook's refusals (a 401 before any handler
+ * runs), when not in the service's error shape — the Kubernetes API path answers a `Status`.
+ */
+export const REFUSAL_BODY_CONFIG = 'casRefusalBody';
+export type RefusalBody = (statusCode: number, message: string) => object;
 
 /**
  * Who is calling a non-public route: the resolved credential, or the bootstrap caller on a
@@ -41,8 +56,15 @@ async function authenticate(
   credentials: CredentialsService,
   users: Repository<UserEntity>,
 ): Promise<Caller> {
-  const secret = presentedSecret(request);
+  const secret = rule.authorizationOnly ? authorizationSecret(request) : presentedSecret(request);
   if (secret) return credentials.resolve(secret);
+  if (rule.authorizationOnly) {
+    throw new UnauthorizedException(
+      sessionCookieOf(request)
+        ? COOKIE_NOT_ACCEPTED
+        : 'authentication required: send an API key or token in Authorization',
+    );
+  }
   if (rule.publicUntilFirstUser && (await users.count()) === 0) {
     return bootstrapCaller();
   }
@@ -62,17 +84,22 @@ export function registerAuthentication(
 ): void {
   const logger = new Logger('Authentication');
   fastify.addHook('onRequest', async (request, reply) => {
-    const rule = (request.routeOptions.config as { [ACCESS_ROUTE_CONFIG]?: AccessRule } | undefined)?.[
-      ACCESS_ROUTE_CONFIG
-    ];
+    const config = request.routeOptions.config as
+      { [ACCESS_ROUTE_CONFIG]?: AccessRule; [REFUSAL_BODY_CONFIG]?: RefusalBody } | undefined;
+    const rule = config?.[ACCESS_ROUTE_CONFIG];
     if (!rule || rule.public) return;
     try {
       (request as RequestWithCaller).caller = await authenticate(request, rule, credentials, users);
     } catch (error) {
       if (!(error instanceof HttpException)) throw error;
       const { body, headers } = toErrorResponse(error, String(request.id), logger);
+      const shape = config?.[REFUSAL_BODY_CONFIG];
+      const message = Array.isArray(body.message) ? body.message.join('; ') : body.message;
       // Answered here: the request goes no further.
-      return reply.code(body.statusCode).headers(headers).send(body);
+      return reply
+        .code(body.statusCode)
+        .headers(headers)
+        .send(shape ? shape(body.statusCode, message) : body);
     }
   });
 }

@@ -11,11 +11,12 @@ import type { Duplex } from 'node:stream';
 import { Repository } from 'typeorm';
 import { registerAudit } from '../audit/audit.hook.js';
 import { AuditService } from '../audit/audit.service.js';
-import { registerAuthentication } from '../auth/auth.guard.js';
+import { REFUSAL_BODY_CONFIG, type RefusalBody, registerAuthentication } from '../auth/auth.guard.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import { attachDrain } from '../common/drain.js';
 import { jsonBodyParser, textBodyParser, YAML_TYPES } from '../common/json-body.js';
 import type { RouteFacts } from '../common/strict-input.js';
+import { kubeStatus } from '../kube/kube-status.js';
 import { RAW_BODY_CONFIG, RAW_BODY_ROUTES, rawBodyOnly, unlessRawBody } from '../kube/raw-body.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { recordHttpRequest, NO_ROUTE } from '../observability/service-metrics.js';
@@ -65,6 +66,21 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'x-xss-protection': '0',
 });
 
+/**
+ * The Kubernetes API path answers with what clusters serve (a pod's proxied pages, the apiserver's own
+ * non-resource pages): `sandbox` puts any such document in an opaque origin with no script, so nothing
+ * a cluster serves ever runs with the service's origin.
+ */
+const KUBE_PATH_SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  ...SECURITY_HEADERS,
+  'content-security-policy': "sandbox; default-src 'none'; frame-ancestors 'none'",
+});
+/** Route config: the security headers of a route's answers, when not SECURITY_HEADERS. */
+const SECURITY_HEADERS_CONFIG = 'casSecurityHeaders';
+
+/** A refusal of the authentication hook on the Kubernetes API path, as the apiserver words one. */
+const kubeRefusal: RefusalBody = (statusCode, message) => kubeStatus(statusCode, message);
+
 /** CORS for the origins in CORS_ORIGINS: every method the API has, the headers a console sends. */
 export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
 export const CORS_ALLOWED_HEADERS = [
@@ -82,8 +98,9 @@ export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
  * 1. `onRoute`: each route's body limit and operationId (from the OpenAPI document, the names clients
  *    and the audit log use), decided on the route the router matched, never on the raw URL.
  * 2. Connections: at most CAS_MAX_CONNECTIONS_PER_ADDRESS per client address (503 beyond).
- * 3. `onRequest`: security headers and the request id; the drain (503 once shutting down; streams end);
- *    the audit clock; cookies, CORS; authentication (before any body is read).
+ * 3. `onRequest`: security headers (on the Kubernetes API path a sandboxing CSP) and the request id; the
+ *    drain (503 once shutting down; streams end); the audit clock; cookies, CORS; authentication (before
+ *    any body is read; the Kubernetes API path takes `Authorization` only and refuses with a `Status`).
  *    WebSocket upgrades (the terminal) bypass Fastify: the server's `upgrade` event goes to TerminalService.
  * 4. Body: JSON and the Kubernetes patch types, parsed as they arrive with the nesting bounded; YAML
  *    (apply) as text for the route's bounded parse; on the Kubernetes API path every body passes on unread.
@@ -124,8 +141,16 @@ export class HttpEdge {
       // Fastify's automatic HEAD route of a GET is the same operation.
       const method = methods[0] === 'HEAD' ? 'GET' : methods[0];
       const facts: Record<string, unknown> = { ...operations.get(`${method} ${routeKey(route.url)}`) };
-      // The Kubernetes API path passes its body and query on to the cluster, which judges them.
-      if (route.url.startsWith(RAW_BODY_ROUTES)) Object.assign(facts, { [RAW_BODY_CONFIG]: true, acceptsQuery: true });
+      // The Kubernetes API path passes its body and query on to the cluster, which judges them; its
+      // refusals are `Status` objects, and what it serves is sandboxed.
+      if (route.url.startsWith(RAW_BODY_ROUTES)) {
+        Object.assign(facts, {
+          [RAW_BODY_CONFIG]: true,
+          acceptsQuery: true,
+          [REFUSAL_BODY_CONFIG]: kubeRefusal,
+          [SECURITY_HEADERS_CONFIG]: KUBE_PATH_SECURITY_HEADERS,
+        });
+      }
       route.config = { ...(route.config as object), ...facts } as typeof route.config;
       for (const method of methods) {
         this.routes.push({ method, url: route.url, config: (route.config ?? {}) as Record<string, unknown> });
@@ -137,7 +162,8 @@ export class HttpEdge {
 
     // 3. Requests.
     fastify.addHook('onRequest', (request, reply, done) => {
-      reply.headers(SECURITY_HEADERS).header('x-request-id', request.id);
+      const config = request.routeOptions.config as { [SECURITY_HEADERS_CONFIG]?: Record<string, string> } | undefined;
+      reply.headers(config?.[SECURITY_HEADERS_CONFIG] ?? SECURITY_HEADERS).header('x-request-id', request.id);
       done();
     });
     // From its head to its end an answer owns the socket: an error there can no longer be a status line.

@@ -25,6 +25,7 @@ const PATH = 'clusters/:name/k8s/*';
 /** What the service itself answers on this path, each as a Kubernetes `Status`. */
 const STATUS_ERRORS: Record<number, string> = {
   400: 'A path the service cannot place (an empty, `.`, `..` or encoded-slash segment), or a bad header',
+  401: 'As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)',
   403: "The service's rules do not allow it (the message says what is lacking), or an `Impersonate-*` header was sent",
   404: 'An unknown cluster, or a path that names no resource',
   409: 'The cluster is disabled',
@@ -57,7 +58,11 @@ const Passthrough = (method: string, withBody: boolean, what: string) =>
         "the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. " +
         "Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, " +
         '`attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal ' +
-        'sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.',
+        'sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`. ' +
+        'A WebSocket upgrade may send its token as the `base64url.bearer.authorization.k8s.io.` subprotocol instead ' +
+        'of `Authorization`. Every answer carries ' +
+        "`Content-Security-Policy: sandbox` (nothing a cluster serves runs with the service's origin), and a `proxy` " +
+        "answer (a pod's, service's or node's pages) `Content-Disposition: attachment`.",
     }),
     ApiParam({ name: 'name', description: 'The cluster', example: 'prod' }),
     ApiParam({
@@ -103,7 +108,7 @@ export class KubeController {
 
   /** Reads (and `HEAD`): get, list, watch (`?watch=true` and the legacy `/watch/` paths), logs, discovery. */
   @Passthrough('GET', false, 'Reads:')
-  @Authenticated()
+  @Authenticated({ authorizationOnly: true })
   @Get(PATH)
   getKubernetesApi(
     @Auth() caller: Caller,
@@ -117,7 +122,7 @@ export class KubeController {
 
   /** Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself). */
   @Passthrough('POST', true, 'Creates:')
-  @Authenticated()
+  @Authenticated({ authorizationOnly: true })
   @Post(PATH)
   postKubernetesApi(
     @Auth() caller: Caller,
@@ -131,7 +136,7 @@ export class KubeController {
 
   /** Replaces an object or a subresource. */
   @Passthrough('PUT', true, 'Replaces:')
-  @Authenticated()
+  @Authenticated({ authorizationOnly: true })
   @Put(PATH)
   putKubernetesApi(
     @Auth() caller: Caller,
@@ -145,7 +150,7 @@ export class KubeController {
 
   /** Patches: strategic merge, JSON merge, JSON patch and server-side apply, by `Content-Type`. */
   @Passthrough('PATCH', true, 'Patches:')
-  @Authenticated()
+  @Authenticated({ authorizationOnly: true })
   @Patch(PATH)
   patchKubernetesApi(
     @Auth() caller: Caller,
@@ -159,7 +164,7 @@ export class KubeController {
 
   /** Deletes an object, or a collection (`deletecollection`: `kubectl delete --all`). */
   @Passthrough('DELETE', false, 'Deletes:')
-  @Authenticated()
+  @Authenticated({ authorizationOnly: true })
   @Delete(PATH)
   deleteKubernetesApi(
     @Auth() caller: Caller,

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { Authorizer } from '../access/authorizer.js';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
-import { presentedSecret } from '../auth/auth.guard.js';
+import { authorizationSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import { CLUSTER_NAME_PATTERN } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
@@ -14,7 +14,7 @@ import { decideKubeAccess, kubeAccessOf, resourceIdOf } from './kube-access.js';
 import { KubeForwarder, type KubeRequest } from './kube-forwarder.js';
 import { KubeStatusException, type StatusDetails } from './kube-status.js';
 import { KubeStream } from './kube-streams.js';
-import { parseRequestInfo, type RequestInfo, UnplaceableRequestError } from './request-info.js';
+import { parseRequestInfo, queryBoolean, type RequestInfo, UnplaceableRequestError } from './request-info.js';
 import { accessReviewDecision, isSelfReview, ReviewInputError, rulesReviewStatus } from './self-reviews.js';
 
 /** The largest body passed on: as on the resource routes (the apiserver itself takes 3 MiB objects). */
@@ -143,7 +143,8 @@ export class KubeService {
     const client = await this.gateway.clientFor(caller, cluster);
     if (review) return this.answerReview(caller, client, info, request, reply);
 
-    const follow = info.subresource === 'log' && /^(true|1)$/i.test(query.get('follow') ?? '');
+    // As the apiserver reads it: whatever it will stream is admitted and re-checked as a stream here.
+    const follow = info.subresource === 'log' && queryBoolean(query, 'follow');
     const longLived = info.verb === 'watch' || follow;
     // The slot is taken before anything is awaited.
     const ticket = longLived ? this.streams.admit(caller, follow ? 'log' : 'watch') : undefined;
@@ -168,11 +169,13 @@ export class KubeService {
       throw error;
     }
     reply.status(answer.statusCode).headers(answer.headers);
+    // A pod's, service's or node's own pages are a download, never a page, should a browser ever get one.
+    if (info.verb === 'proxy' || info.subresource === 'proxy') reply.header('content-disposition', 'attachment');
     if (ticket && answer.statusCode < 300) {
       const stream = new KubeStream(
         follow ? 'log' : 'watch',
         caller,
-        presentedSecret(request) ?? '',
+        authorizationSecret(request) ?? '',
         client.conn,
         async (now) => {
           const decision = decideKubeAccess(this.authorizer, now, kubeAccessOf(info, cluster), cluster);

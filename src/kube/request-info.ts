@@ -1,3 +1,6 @@
+import { type FieldTerm, FieldSelectorError, parseFieldTerms, requiredValue } from '../common/field-selector-syntax.js';
+import { LabelSelectorError, parseLabelSelector } from '../common/label-selector.js';
+
 /**
  * A Kubernetes API request as the apiserver reads it: k8s.io/apiserver's RequestInfo rules
  * (`pkg/endpoints/request/requestinfo.go`), so that the service decides on exactly what the cluster
@@ -47,57 +50,50 @@ function splitPath(path: string): string[] {
   return trimmed === '' ? [] : trimmed.split('/');
 }
 
-/** Go's strconv.ParseBool, or undefined when the value is none of its spellings. */
-function parseBool(value: string): boolean | undefined {
-  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(value)) return true;
-  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(value)) return false;
-  return undefined;
+/** `false` under Go's strings.EqualFold, which folds `ſ` (U+017F) to `s`. */
+const FOLDS_TO_FALSE = /^[fF][aA][lL][sS\u017f][eE]$/;
+
+/**
+ * A boolean query parameter as the apiserver reads it (apimachinery's `Convert_Slice_string_To_bool`):
+ * absent is false; otherwise only a first value of `0` or `false` in any case is false, so `watch=f`,
+ * `watch=yes` and `watch=` are watches and `follow=yes` is a follow. Every boolean of the Kubernetes
+ * path that the service decides on is read with this, never with a stricter or looser spelling.
+ */
+export function queryBoolean(query: URLSearchParams, name: string): boolean {
+  const value = query.get(name);
+  return value !== null && value !== '0' && !FOLDS_TO_FALSE.test(value);
+}
+
+/** Go's strconv.ParseInt(s, 10, 64) succeeds. */
+function isInt64(value: string): boolean {
+  if (!/^[+-]?\d+$/.test(value)) return false;
+  const n = BigInt(value);
+  return n >= -(1n << 63n) && n < 1n << 63n;
 }
 
 /**
- * `?watch=`: the parameter codec's bool; a value it cannot read still counts as a watch unless it is
- * `false` or `0` (the apiserver's fallback, so that a malformed value never turns a watch into a list).
+ * Whether the apiserver decodes the query as ListOptions. Where it cannot (a malformed selector, a
+ * `limit` that is no integer), it reads `watch` by a narrower rule and takes no name from the field
+ * selector; the request itself then fails with the apiserver's 400.
  */
-function isWatch(query: URLSearchParams): boolean {
-  const values = query.getAll('watch');
-  if (values.length === 0) return false;
-  const parsed = parseBool(values[0]);
-  if (parsed !== undefined) return parsed;
-  return !['false', '0'].includes(values[0].toLowerCase());
+function listOptionsOf(query: URLSearchParams): { fieldTerms: FieldTerm[] } | undefined {
+  try {
+    parseLabelSelector(query.get('labelSelector') ?? '');
+    const fieldTerms = parseFieldTerms(query.get('fieldSelector') ?? '');
+    for (const name of ['limit', 'timeoutSeconds']) {
+      const value = query.get(name);
+      if (value !== null && !isInt64(value)) return undefined;
+    }
+    return { fieldTerms };
+  } catch (error) {
+    if (error instanceof LabelSelectorError || error instanceof FieldSelectorError) return undefined;
+    throw error;
+  }
 }
 
 /** A name the apiserver accepts as one path segment (path.IsValidPathSegmentName). */
 function isPathSegmentName(name: string): boolean {
   return name !== '' && name !== '.' && name !== '..' && !name.includes('/') && !name.includes('%');
-}
-
-/**
- * The value a field selector requires `metadata.name` to equal (`metadata.name=x` or `==x`), as
- * fields.Selector.RequiresExactMatch; undefined when it requires none, or the selector is malformed.
- */
-export function exactNameOf(selector: string | null): string | undefined {
-  if (selector === null || selector === '') return undefined;
-  const terms: string[] = [];
-  let current = '';
-  for (let i = 0; i < selector.length; i++) {
-    const c = selector[i];
-    if (c === '\\' && i + 1 < selector.length) {
-      current += c + selector[++i];
-    } else if (c === ',') {
-      terms.push(current);
-      current = '';
-    } else current += c;
-  }
-  terms.push(current);
-  let name: string | undefined;
-  for (const term of terms) {
-    const match = /^([^=!]+?)\s*(==|=|!=)\s*(.*)$/.exec(term.trim());
-    if (!match || match[1].trim() === '') return undefined;
-    if (match[1].trim() === 'metadata.name' && match[2] !== '!=' && name === undefined) {
-      name = match[3].replace(/\\(.)/g, '$1');
-    }
-  }
-  return name;
 }
 
 /** A request for a path that names no resource (`/version`, `/apis`, a non-resource review). */
@@ -144,13 +140,9 @@ export function parseRequestInfo(method: string, path: string, query: URLSearchP
     info.verb = METHOD_VERBS[method.toUpperCase()] ?? '';
   }
 
-  if (parts[0] === 'namespaces') {
-    // Server-side apply of a new namespace is a PATCH of /namespaces/<name>: that is not "in" the namespace.
-    if (parts.length === 2 && info.verb === 'patch') info.namespace = '';
-    else if (parts.length > 1) {
-      info.namespace = parts[1];
-      if (parts.length > 2 && !NAMESPACE_SUBRESOURCES.has(parts[2])) parts = parts.slice(2);
-    }
+  if (parts[0] === 'namespaces' && parts.length > 1) {
+    info.namespace = parts[1];
+    if (parts.length > 2 && !NAMESPACE_SUBRESOURCES.has(parts[2])) parts = parts.slice(2);
   }
   info.parts = parts;
   if (parts.length >= 3 && !SPECIAL_VERBS_NO_SUBRESOURCES.has(info.verb)) info.subresource = parts[2];
@@ -158,9 +150,15 @@ export function parseRequestInfo(method: string, path: string, query: URLSearchP
   if (parts.length >= 1) info.resource = parts[0];
 
   if (info.name === '' && info.verb === 'get') {
-    info.verb = isWatch(query) ? 'watch' : 'list';
-    const name = exactNameOf(query.get('fieldSelector'));
-    if (name !== undefined && isPathSegmentName(name)) info.name = name;
+    const options = listOptionsOf(query);
+    if (options) {
+      info.verb = queryBoolean(query, 'watch') ? 'watch' : 'list';
+      const name = requiredValue(options.fieldTerms, 'metadata.name');
+      if (name !== undefined && isPathSegmentName(name)) info.name = name;
+    } else {
+      const watch = query.get('watch');
+      info.verb = watch !== null && !['false', '0'].includes(watch.toLowerCase()) ? 'watch' : 'list';
+    }
   }
   if (info.name === '' && info.verb === 'delete') info.verb = 'deletecollection';
   return info;

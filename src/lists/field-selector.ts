@@ -1,20 +1,12 @@
 /**
- * The apiserver's field selectors (k8s.io/apimachinery/pkg/fields `ParseSelector`, v1.20): terms
- * `field=value`, `field==value`, `field!=value` joined by `,`, with `\`, `,` and `=` escaped by a
- * backslash in values; and the fields each built-in type can be selected by (the registries'
- * `GetAttrs`/`ToSelectableFields`), as strings. Every type has `metadata.name` and `metadata.namespace`.
+ * The apiserver's field selectors on lists: the syntax (common/field-selector-syntax.ts) and the fields
+ * each built-in type can be selected by (the registries' `GetAttrs`/`ToSelectableFields`), as strings.
+ * Every type has `metadata.name` and `metadata.namespace`.
  */
 
-export interface FieldTerm {
-  field: string;
-  value: string;
-  /** `!=` */
-  negated: boolean;
-}
+import { FieldSelectorError, type FieldTerm, parseFieldTerms } from '../common/field-selector-syntax.js';
 
-export class FieldSelectorError extends Error {
-  override readonly name = 'FieldSelectorError';
-}
+export { FieldSelectorError, type FieldTerm };
 
 type Obj = Record<string, any>;
 const str = (value: unknown): string => (typeof value === 'string' ? value : '');
@@ -84,18 +76,12 @@ export function fieldValue(
 
 /** Parses a field selector as the apiserver does and checks its fields are selectable on this type (else a 400 as its). */
 export function parseFieldSelector(text: string, resourceId: string): FieldTerm[] {
-  const terms: FieldTerm[] = [];
+  const terms = parseFieldTerms(text);
   const supported = TYPE_FIELDS[resourceId] ?? {};
-  for (const part of splitTerms(text).sort()) {
-    if (part === '') continue;
-    const split = splitTerm(part);
-    if (!split) throw new FieldSelectorError(`invalid selector: '${text}'; can't understand '${part}'`);
-    const [field, op, raw] = split;
-    const value = unescapeValue(raw);
+  for (const { field } of terms) {
     if (!(field in META_FIELDS) && !(field in supported)) {
       throw new FieldSelectorError(`field label not supported: ${field}`);
     }
-    terms.push({ field, value, negated: op === '!=' });
   }
   return terms;
 }
@@ -108,57 +94,4 @@ export function matchesFields(
     if ((fieldValue(term.field, entry) === term.value) === term.negated) return false;
   }
   return true;
-}
-
-/** Splits on commas not escaped by a backslash. */
-function splitTerms(text: string): string[] {
-  if (text === '') return [];
-  const terms: string[] = [];
-  let start = 0;
-  let escaped = false;
-  for (let i = 0; i < text.length; i++) {
-    if (escaped) escaped = false;
-    else if (text[i] === '\\') escaped = true;
-    else if (text[i] === ',') {
-      terms.push(text.slice(start, i));
-      start = i + 1;
-    }
-  }
-  terms.push(text.slice(start));
-  return terms;
-}
-
-/** The first unescaped operator (`!=`, `==`, `=`) splits a term. */
-function splitTerm(term: string): [string, string, string] | undefined {
-  for (let i = 0; i < term.length; i++) {
-    const rest = term.slice(i);
-    if (rest.startsWith('\\')) {
-      i++;
-      continue;
-    }
-    for (const op of ['!=', '==', '=']) {
-      if (rest.startsWith(op)) return [term.slice(0, i), op, term.slice(i + op.length)];
-    }
-  }
-  return undefined;
-}
-
-function unescapeValue(value: string): string {
-  if (!/[\\,=]/.test(value)) return value;
-  let out = '';
-  let slash = false;
-  for (const c of value) {
-    if (slash) {
-      if (c !== '\\' && c !== ',' && c !== '=') {
-        throw new FieldSelectorError(`invalid field selector: invalid escape sequence: \\${c}`);
-      }
-      out += c;
-      slash = false;
-    } else if (c === '\\') slash = true;
-    else if (c === ',' || c === '=') {
-      throw new FieldSelectorError(`invalid field selector: unescaped character in value: ${c}`);
-    } else out += c;
-  }
-  if (slash) throw new FieldSelectorError('invalid field selector: invalid escape sequence: \\');
-  return out;
 }

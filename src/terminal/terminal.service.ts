@@ -15,6 +15,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { type AccessRequest, Authorizer } from '../access/authorizer.js';
 import type { AuditRow } from '../audit/audit-row.js';
 import { AuditService } from '../audit/audit.service.js';
+import { COOKIE_NOT_ACCEPTED } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../auth/session-cookie.js';
@@ -122,7 +123,7 @@ export class TerminalService implements OnModuleDestroy {
     const offered = spdy
       ? { protocols: streamProtocols(req.headers['x-stream-protocol-version']), token: undefined }
       : offeredProtocols(req.headers['sec-websocket-protocol']);
-    const secret = this.credentialOf(req, offered.token);
+    const secret = this.credentialOf(req, offered.token, path);
     const caller = await this.credentials.resolve(secret);
     attempt.caller = caller;
     if (caller.roles.length === 0) throw new ForbiddenException('the caller has no role: ask an administrator for one');
@@ -314,14 +315,16 @@ export class TerminalService implements OnModuleDestroy {
 
   /**
    * The credential: `Authorization`, else the subprotocol token, else the session cookie — which a
-   * browser sends to any site's WebSocket, so only from the service's own origin or CORS_ORIGINS.
+   * browser sends to any site's WebSocket, so only from the service's own origin or CORS_ORIGINS, and
+   * never on the Kubernetes path (kubectl and client-go send `Authorization`).
    */
-  private credentialOf(req: IncomingMessage, subprotocolToken: string | undefined): string {
+  private credentialOf(req: IncomingMessage, subprotocolToken: string | undefined, path: 'rest' | 'kube'): string {
     const header = req.headers.authorization?.trim();
     if (header) return /^Bearer\s+(.+)$/i.exec(header)?.[1].trim() ?? header;
     if (subprotocolToken) return subprotocolToken;
     const cookie = sessionCookie(req.headers.cookie);
     if (!cookie) throw new UnauthorizedException('authentication required');
+    if (path === 'kube') throw new UnauthorizedException(COOKIE_NOT_ACCEPTED);
     const origin = req.headers.origin;
     if (!origin || !this.originAllowed(origin, req.headers.host)) {
       throw new ForbiddenException(

@@ -17,7 +17,7 @@ interface Answer {
   json(): any;
 }
 
-/** One request over TLS to the service, as a kubeconfig's user. */
+/** One request over TLS to the service, as a kubeconfig's user (no Authorization when `token` is ''). */
 function call(
   app: KubeApiApp,
   token: string,
@@ -36,7 +36,11 @@ function call(
         method,
         ca: app.caPem,
         agent: false,
-        headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...options.headers },
+        headers: {
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          accept: 'application/json',
+          ...options.headers,
+        },
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -120,6 +124,50 @@ describe('the Kubernetes API path: bad input, credentials, refusals', () => {
   test('a malformed URL is refused by the router before any route (the service’s error shape)', async () => {
     const res = await call(app, app.adminToken, 'GET', `${k8s()}/api/v1/namespaces/%zz/pods`);
     assert.equal(res.status, 400, res.text);
+  });
+
+  test('a session cookie alone is a 401 Status on every method and upgrade; every answer is sandboxed', async () => {
+    const session = await login(app.t, await createUser(app.t, { role: 'admin' }));
+    const cookie = { cookie: `cas_session=${session}`, origin: app.base };
+    const list = `${k8s()}/api/v1/namespaces/${ns}/configmaps`;
+    const refusals: Array<{ method: string; path: string; headers: Record<string, string> }> = [
+      ...['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'].map((method) => ({ method, path: list, headers: {} })),
+      {
+        method: 'GET',
+        path: `${k8s()}/api/v1/namespaces/${ns}/pods/p/exec?command=ls&stdout=true`,
+        headers: {
+          connection: 'Upgrade',
+          upgrade: 'websocket',
+          'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+          'sec-websocket-version': '13',
+          'sec-websocket-protocol': 'v4.channel.k8s.io',
+        },
+      },
+      {
+        method: 'POST',
+        path: `${k8s()}/api/v1/namespaces/${ns}/pods/p/exec?command=ls&stdout=true`,
+        headers: { connection: 'Upgrade', upgrade: 'SPDY/3.1', 'x-stream-protocol-version': 'v4.channel.k8s.io' },
+      },
+    ];
+    for (const { method, path, headers } of refusals) {
+      const res = await call(app, '', method, path, { headers: { ...cookie, ...headers } });
+      const what = `${method} ${path} ${headers.upgrade ?? ''}`;
+      assert.equal(res.status, 401, `${what}: ${res.text}`);
+      if (method === 'HEAD') continue;
+      const status = res.json();
+      assert.deepEqual([status.kind, status.reason, status.code], ['Status', 'Unauthorized', 401], what);
+      assert.match(status.message, /session cookie is not accepted on the Kubernetes API path/, what);
+    }
+    // The same session in Authorization works; every answer of the path carries the sandboxing CSP.
+    for (const [path, code] of [
+      [list, 200],
+      [`${k8s()}/version`, 200],
+      [`${k8s('nowhere')}/api/v1/pods`, 404],
+    ] as const) {
+      const res = await call(app, session, 'GET', path);
+      assert.equal(res.status, code, res.text);
+      assert.match(String(res.headers['content-security-policy']), /^sandbox;/, path);
+    }
   });
 
   test('a refused write is never sent: the object does not exist afterwards', async () => {

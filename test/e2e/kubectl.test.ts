@@ -380,4 +380,23 @@ describe('kubectl through the service (over TLS, with a generated kubeconfig)', 
     const elsewhere = await dev(['auth', 'can-i', '--list', '-n', 'kube-system']);
     assert.doesNotMatch(elsewhere.stdout, /configmaps/);
   });
+
+  test('an expired or revoked key: kubectl prints the service’s reason from a 401 Status', async () => {
+    const expiring = join(dir, 'expiring.yaml');
+    await writeFile(expiring, await app.mint(devToken, { expiresInSeconds: 1 }));
+    const revoked = join(dir, 'revoked.yaml');
+    await writeFile(revoked, await app.mint(devToken));
+    const key = parse(await readFile(revoked, 'utf8')).users[0].user.token as string;
+    const keys = await request(t.app, 'GET', '/api/v1/auth/apikeys', { token: devToken });
+    const id = (keys.body as Array<{ id: number; prefix: string }>).find((k) => key.startsWith(k.prefix))!.id;
+    assert.equal((await request(t.app, 'DELETE', `/api/v1/auth/apikeys/${id}`, { token: devToken })).status, 200);
+    await sleep(1100);
+
+    const late = await kubectl(expiring, home, ['get', 'cm', '-n', ns]);
+    assert.equal(late.code, 1);
+    assert.match(late.stderr, /error: You must be logged in to the server \(API key expired\)/);
+    const gone = await kubectl(revoked, home, ['get', 'cm', '-n', ns]);
+    assert.equal(gone.code, 1);
+    assert.match(gone.stderr, /error: You must be logged in to the server \(invalid or expired credentials\)/);
+  });
 });

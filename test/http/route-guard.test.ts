@@ -64,6 +64,11 @@ describe('deny by default', () => {
         seenPublic.add(label);
         assert.notEqual(res.status, 401, label);
         assert.notEqual(res.status, 403, label);
+      } else if (route.path.startsWith('/api/v1/clusters/:name/k8s/')) {
+        // The Kubernetes API path refuses as the apiserver does: a Status (kubectl prints its message).
+        assert.equal(res.status, 401, `${label} answered ${res.status}`);
+        assert.deepEqual([res.body.kind, res.body.reason, res.body.code], ['Status', 'Unauthorized', 401], label);
+        assert.match(res.body.message, /^authentication required: send an API key or token in Authorization/);
       } else {
         assert.equal(res.status, 401, `${label} answered ${res.status}`);
         assert.equal(res.body.statusCode, 401);

@@ -3,7 +3,7 @@
 // and on the paths kubectl and client-go send.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { exactNameOf, parseRequestInfo, UnplaceableRequestError } from '../../src/kube/request-info.js';
+import { parseRequestInfo, queryBoolean, UnplaceableRequestError } from '../../src/kube/request-info.js';
 
 type Row = [
   method: string,
@@ -45,7 +45,19 @@ const RESOURCE_REQUESTS: Row[] = [
   ['HEAD', '/api/v1/namespaces/other/pods/foo', 'get', 'api', '', 'v1', 'other', 'pods', '', 'foo'],
   ['GET', '/api/v1/pods', 'list', 'api', '', 'v1', '', 'pods', '', '', ['pods']],
   ['HEAD', '/api/v1/pods', 'list', 'api', '', 'v1', '', 'pods', '', ''],
-  ['PATCH', '/api/v1/namespaces/new-namespace', 'patch', 'api', '', 'v1', '', 'namespaces', '', 'new-namespace'],
+  // As the apiserver reads it (its audit log says so): a Namespace's own requests carry it as their namespace.
+  [
+    'PATCH',
+    '/api/v1/namespaces/new-namespace',
+    'patch',
+    'api',
+    '',
+    'v1',
+    'new-namespace',
+    'namespaces',
+    '',
+    'new-namespace',
+  ],
   ['GET', '/api/v1/proxy/namespaces/other/pods/foo', 'proxy', 'api', '', 'v1', 'other', 'pods', '', 'foo'],
   [
     'GET',
@@ -308,6 +320,51 @@ const RESOURCE_REQUESTS: Row[] = [
   ['DELETE', '/api/v1/namespaces/shop', 'delete', 'api', '', 'v1', 'shop', 'namespaces', '', 'shop'],
   ['GET', '/api/v1/namespaces/shop/configmaps?watch=yes', 'watch', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
   ['GET', '/api/v1/namespaces/shop/configmaps?watch=False', 'list', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  // Booleans as the apiserver's parameter codec reads them: only `0` and `false` (any case) are false.
+  ['GET', '/api/v1/namespaces/shop/configmaps?watch=f', 'watch', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  ['GET', '/api/v1/namespaces/shop/configmaps?watch=F', 'watch', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  ['GET', '/api/v1/namespaces/shop/configmaps?watch=', 'watch', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  ['GET', '/api/v1/namespaces/shop/configmaps?watch', 'watch', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  ['GET', '/api/v1/namespaces/shop/configmaps?watch=fAlSe', 'list', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  ['GET', '/api/v1/namespaces/shop/configmaps?watch=0&watch=1', 'list', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  [
+    'GET',
+    '/api/v1/namespaces/shop/configmaps?watch=no&watch=0',
+    'watch',
+    'api',
+    '',
+    'v1',
+    'shop',
+    'configmaps',
+    '',
+    '',
+  ],
+  // Query options the apiserver cannot decode: no name from the selector, and `watch` read by its narrower fallback.
+  [
+    'GET',
+    '/api/v1/namespaces/shop/configmaps?fieldSelector=metadata.name%3Da&limit=ten',
+    'list',
+    'api',
+    '',
+    'v1',
+    'shop',
+    'configmaps',
+    '',
+    '',
+  ],
+  ['GET', '/api/v1/namespaces/shop/configmaps?watch=fal%C5%BFe', 'list', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
+  [
+    'GET',
+    '/api/v1/namespaces/shop/configmaps?watch=fal%C5%BFe&labelSelector=a%20in',
+    'watch',
+    'api',
+    '',
+    'v1',
+    'shop',
+    'configmaps',
+    '',
+    '',
+  ],
   ['GET', '/api/v1/namespaces/shop/configmaps/', 'list', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
   ['OPTIONS', '/api/v1/namespaces/shop/configmaps', '', 'api', '', 'v1', 'shop', 'configmaps', '', ''],
 ];
@@ -387,12 +444,31 @@ describe('parseRequestInfo (k8s.io/apiserver RequestInfo rules)', () => {
     }
   });
 
-  test('exact metadata.name matches in field selectors', () => {
-    assert.equal(exactNameOf('metadata.name==a'), 'a');
-    assert.equal(exactNameOf('status.phase=Running,metadata.name=b'), 'b');
-    assert.equal(exactNameOf('metadata.name!=c'), undefined);
-    assert.equal(exactNameOf('metadata.name=d,broken'), undefined);
-    assert.equal(exactNameOf('metadata.name=e\\,f'), 'e,f');
-    assert.equal(exactNameOf(null), undefined);
+  test('a name from an exact metadata.name match in the field selector, as fields.ParseSelector reads it', () => {
+    const nameOf = (selector: string) =>
+      parse('GET', `/api/v1/namespaces/a/pods?fieldSelector=${encodeURIComponent(selector)}`).name;
+    assert.equal(nameOf('metadata.name==a'), 'a');
+    assert.equal(nameOf('status.phase=Running,metadata.name=b'), 'b');
+    assert.equal(nameOf('metadata.name!=c'), '');
+    assert.equal(nameOf('metadata.name=d,broken'), '', 'a term without an operator: no selector at all');
+    assert.equal(nameOf('metadata.name=e\\,f'), 'e,f');
+    assert.equal(nameOf('metadata.name=z,metadata.name=y'), 'y', 'terms are sorted before the first match is taken');
+    assert.equal(nameOf('metadata.name =g'), '', 'the field is taken as written, space included');
+    assert.equal(nameOf('metadata.name= h'), ' h', 'and so is the value');
+    assert.equal(nameOf('metadata.name=i=j'), '', 'an unescaped = in a value: no selector');
+    assert.equal(nameOf('metadata.name=x\\y'), '', 'an unknown escape: no selector');
+    assert.equal(nameOf('metadata.name=..'), '', 'not a valid path segment name');
+    assert.equal(nameOf(',,metadata.name=k,'), 'k', 'empty terms are skipped');
+  });
+
+  test('queryBoolean reads a query boolean as the apiserver: present and not 0 or false (any case) is true', () => {
+    const read = (search: string) => queryBoolean(new URLSearchParams(search), 'follow');
+    const truthy = ['true', '1', 't', 'f', 'F', 'yes', 'no', '', '%20false', '00', '1&follow=0'];
+    for (const value of truthy) assert.equal(read(`follow=${value}`), true, value);
+    assert.equal(read('follow'), true, 'present without a value');
+    const falsy = ['0', 'false', 'FALSE', 'fAlSe', '0&follow=1', 'false&follow=true'];
+    for (const value of falsy) assert.equal(read(`follow=${value}`), false, value);
+    assert.equal(read(''), false, 'absent');
+    assert.equal(read('follow=fal%C5%BFe'), false, "Go's EqualFold folds ſ to s");
   });
 });

@@ -1391,20 +1391,12 @@ export const getAuditRecording = <ThrowOnError extends boolean = false>(options:
 /**
  * Deletes an object, or a collection (deletecollection: kubectl delete --all).
  *
- * Deletes: DELETE on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
+ * Deletes: DELETE on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`. A WebSocket upgrade may send its token as the `base64url.bearer.authorization.k8s.io.` subprotocol instead of `Authorization`. Every answer carries `Content-Security-Policy: sandbox` (nothing a cluster serves runs with the service's origin), and a `proxy` answer (a pod's, service's or node's pages) `Content-Disposition: attachment`.
  *
- * Needs a signed-in user or an API key with a role.
+ * Needs a signed-in user or an API key with a role, sent in `Authorization` (a kubeconfig from `POST /api/v1/auth/kubeconfig` does): the session cookie is not accepted here.
  */
 export const deleteKubernetesApi = <ThrowOnError extends boolean = false>(options: Options<DeleteKubernetesApiData, ThrowOnError>) => (options.client ?? client).delete<DeleteKubernetesApiResponses, DeleteKubernetesApiErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
+    security: [{ name: 'Authorization', type: 'apiKey' }, { scheme: 'bearer', type: 'http' }],
     url: '/api/v1/clusters/{name}/k8s/{path}',
     ...options
 });
@@ -1412,20 +1404,12 @@ export const deleteKubernetesApi = <ThrowOnError extends boolean = false>(option
 /**
  * Reads (and HEAD): get, list, watch (?watch=true and the legacy /watch/ paths), logs, discovery.
  *
- * Reads: GET on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
+ * Reads: GET on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`. A WebSocket upgrade may send its token as the `base64url.bearer.authorization.k8s.io.` subprotocol instead of `Authorization`. Every answer carries `Content-Security-Policy: sandbox` (nothing a cluster serves runs with the service's origin), and a `proxy` answer (a pod's, service's or node's pages) `Content-Disposition: attachment`.
  *
- * Needs a signed-in user or an API key with a role.
+ * Needs a signed-in user or an API key with a role, sent in `Authorization` (a kubeconfig from `POST /api/v1/auth/kubeconfig` does): the session cookie is not accepted here.
  */
 export const getKubernetesApi = <ThrowOnError extends boolean = false>(options: Options<GetKubernetesApiData, ThrowOnError>) => (options.client ?? client).get<GetKubernetesApiResponses, GetKubernetesApiErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
+    security: [{ name: 'Authorization', type: 'apiKey' }, { scheme: 'bearer', type: 'http' }],
     url: '/api/v1/clusters/{name}/k8s/{path}',
     ...options
 });
@@ -1433,20 +1417,12 @@ export const getKubernetesApi = <ThrowOnError extends boolean = false>(options: 
 /**
  * Patches: strategic merge, JSON merge, JSON patch and server-side apply, by Content-Type.
  *
- * Patches: PATCH on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
+ * Patches: PATCH on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`. A WebSocket upgrade may send its token as the `base64url.bearer.authorization.k8s.io.` subprotocol instead of `Authorization`. Every answer carries `Content-Security-Policy: sandbox` (nothing a cluster serves runs with the service's origin), and a `proxy` answer (a pod's, service's or node's pages) `Content-Disposition: attachment`.
  *
- * Needs a signed-in user or an API key with a role.
+ * Needs a signed-in user or an API key with a role, sent in `Authorization` (a kubeconfig from `POST /api/v1/auth/kubeconfig` does): the session cookie is not accepted here.
  */
 export const patchKubernetesApi = <ThrowOnError extends boolean = false>(options: Options<PatchKubernetesApiData, ThrowOnError>) => (options.client ?? client).patch<PatchKubernetesApiResponses, PatchKubernetesApiErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
+    security: [{ name: 'Authorization', type: 'apiKey' }, { scheme: 'bearer', type: 'http' }],
     url: '/api/v1/clusters/{name}/k8s/{path}',
     ...options,
     headers: {
@@ -1458,20 +1434,12 @@ export const patchKubernetesApi = <ThrowOnError extends boolean = false>(options
 /**
  * Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself).
  *
- * Creates: POST on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
+ * Creates: POST on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`. A WebSocket upgrade may send its token as the `base64url.bearer.authorization.k8s.io.` subprotocol instead of `Authorization`. Every answer carries `Content-Security-Policy: sandbox` (nothing a cluster serves runs with the service's origin), and a `proxy` answer (a pod's, service's or node's pages) `Content-Disposition: attachment`.
  *
- * Needs a signed-in user or an API key with a role.
+ * Needs a signed-in user or an API key with a role, sent in `Authorization` (a kubeconfig from `POST /api/v1/auth/kubeconfig` does): the session cookie is not accepted here.
  */
 export const postKubernetesApi = <ThrowOnError extends boolean = false>(options: Options<PostKubernetesApiData, ThrowOnError>) => (options.client ?? client).post<PostKubernetesApiResponses, PostKubernetesApiErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
+    security: [{ name: 'Authorization', type: 'apiKey' }, { scheme: 'bearer', type: 'http' }],
     url: '/api/v1/clusters/{name}/k8s/{path}',
     ...options,
     headers: {
@@ -1483,20 +1451,12 @@ export const postKubernetesApi = <ThrowOnError extends boolean = false>(options:
 /**
  * Replaces an object or a subresource.
  *
- * Replaces: PUT on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`.
+ * Replaces: PUT on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`. A WebSocket upgrade may send its token as the `base64url.bearer.authorization.k8s.io.` subprotocol instead of `Authorization`. Every answer carries `Content-Security-Policy: sandbox` (nothing a cluster serves runs with the service's origin), and a `proxy` answer (a pod's, service's or node's pages) `Content-Disposition: attachment`.
  *
- * Needs a signed-in user or an API key with a role.
+ * Needs a signed-in user or an API key with a role, sent in `Authorization` (a kubeconfig from `POST /api/v1/auth/kubeconfig` does): the session cookie is not accepted here.
  */
 export const putKubernetesApi = <ThrowOnError extends boolean = false>(options: Options<PutKubernetesApiData, ThrowOnError>) => (options.client ?? client).put<PutKubernetesApiResponses, PutKubernetesApiErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
+    security: [{ name: 'Authorization', type: 'apiKey' }, { scheme: 'bearer', type: 'http' }],
     url: '/api/v1/clusters/{name}/k8s/{path}',
     ...options,
     headers: {

@@ -5117,8 +5117,10 @@ export type DeleteKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5196,8 +5198,10 @@ export type GetKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5276,8 +5280,10 @@ export type PatchKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5360,8 +5366,10 @@ export type PostKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
@@ -5444,8 +5452,10 @@ export type PutKubernetesApiErrors = {
     400: KubernetesStatus;
     /**
      * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * As a `Status` saying which; also the session cookie without `Authorization` (not accepted on this path)
      */
-    401: ErrorResponseDto;
+    401: KubernetesStatus;
     /**
      * The caller is not allowed to do this
      *
