@@ -7,7 +7,7 @@ import {
   NotFoundException,
 } from '@nestjs/common';
 import type { Caller } from '../auth/caller.js';
-import { ALL_NAMESPACES, resourceIdOf } from '../resources/resource-path.js';
+import { ALL_NAMESPACES, resourceIdOf } from '../k8s/resource-path.js';
 import { ResourcesService } from '../resources/resources.service.js';
 import { Authorizer, type Decision, type Verb } from './authorizer.js';
 import { STATUS_SUFFIX } from './rules.js';

@@ -5,7 +5,7 @@ import type { Caller } from '../auth/caller.js';
 import type { YamlBounds } from '../common/bounded-yaml.js';
 import { parseYamlStream } from '../common/yaml-thread.js';
 import type { PatchResourceQueryDto } from '../resources/dto/resource-query.dto.js';
-import { PATCH_CONTENT_TYPES, patchContentType } from '../resources/resource-path.js';
+import { PATCH_CONTENT_TYPES, patchContentType } from '../k8s/resource-path.js';
 
 /** Documents in one apply request. */
 export const MAX_APPLY_DOCUMENTS = 500;

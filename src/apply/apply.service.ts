@@ -16,7 +16,7 @@ import {
   type ResourceType,
   validateName,
   validateNamespace,
-} from '../resources/resource-path.js';
+} from '../k8s/resource-path.js';
 import { comparable, scrub, secretValuesOf, unifiedDiff } from './apply-diff.js';
 import { type ApplyDocument, defaultFieldManager, documentsOf } from './apply-input.js';
 import type { ApplyConflictDto, ApplyQueryDto, ApplyResponseDto, ApplyResultDto } from './dto/apply.dto.js';

@@ -1,8 +1,8 @@
-import { resourceIdOf as typeIdOf } from '../resources/resource-path.js';
+import { resourceIdOf as typeIdOf } from '../k8s/resource-path.js';
 import type { AccessRequest, Authorizer, Decision, Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import { STATUS_SUFFIX } from '../access/rules.js';
-import type { RequestInfo } from './request-info.js';
+import type { RequestInfo } from '../k8s/request-info.js';
 
 /** `<plural>` or `<plural>.<group>`, as the resource routes name resources. */
 const RESOURCE_ID = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

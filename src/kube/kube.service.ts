@@ -14,7 +14,7 @@ import { decideKubeAccess, kubeAccessOf, resourceIdOf } from './kube-access.js';
 import { KubeForwarder, type KubeRequest } from './kube-forwarder.js';
 import { KubeStatusException, type StatusDetails } from './kube-status.js';
 import { KubeStream } from './kube-streams.js';
-import { parseRequestInfo, queryBoolean, type RequestInfo, UnplaceableRequestError } from './request-info.js';
+import { parseRequestInfo, queryBoolean, type RequestInfo, UnplaceableRequestError } from '../k8s/request-info.js';
 import { accessReviewDecision, isSelfReview, ReviewInputError, rulesReviewStatus } from './self-reviews.js';
 
 /** The largest body passed on: as on the resource routes (the apiserver itself takes 3 MiB objects). */

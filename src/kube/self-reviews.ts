@@ -2,7 +2,7 @@ import type { Authorizer, Decision } from '../access/authorizer.js';
 import { ANY, coversNamespace, STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import { decideKubeAccess, kubeAccessOf } from './kube-access.js';
-import { nonResourceInfo, type RequestInfo } from './request-info.js';
+import { nonResourceInfo, type RequestInfo } from '../k8s/request-info.js';
 
 const REVIEW_GROUP = 'authorization.k8s.io';
 export const SELF_REVIEWS = new Set(['selfsubjectaccessreviews', 'selfsubjectrulesreviews']);

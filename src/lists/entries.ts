@@ -1,4 +1,4 @@
-import { fieldValues } from './field-selector.js';
+import { fieldValues } from '../k8s/field-selector.js';
 
 /** One stored object: its JSON (what a page sends) and the few facts queries filter and sort on. */
 export interface Entry {

@@ -1,6 +1,6 @@
 import { HttpException, Logger, ServiceUnavailableException } from '@nestjs/common';
 import { type Reflector, type ReflectorConsumer, ReflectorRefusal, refusalException } from '../watch/reflector.js';
-import { revision, type WatchEvent } from '../watch/watch-events.js';
+import { revision, type WatchEvent } from '../k8s/watch-events.js';
 import { type Entry, type EntryType, own, toEntry } from './entries.js';
 import { SortIndexes } from './sort-index.js';
 

@@ -10,7 +10,7 @@ import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { Reflectors } from '../watch/reflectors.js';
-import { apiVersionOf, resourceIdOf, resourcePath, type ResourceType } from '../resources/resource-path.js';
+import { apiVersionOf, resourceIdOf, resourcePath, type ResourceType } from '../k8s/resource-path.js';
 import { ListCache } from './list-cache.js';
 
 /** How often idle caches are dropped and the clusters of the others are looked up again. */

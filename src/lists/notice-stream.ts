@@ -5,7 +5,7 @@ import type { AccessRequest } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { OwnedStream, StreamOwner, StreamTicket } from '../streams/stream-owner.js';
-import { revision, statusObject } from '../watch/watch-events.js';
+import { revision, statusObject } from '../k8s/watch-events.js';
 import type { WatchFormat } from '../watch/watch-stream.js';
 
 /** Who a paged watch streams to, and for how long (`timeoutSeconds`; absent: until the client leaves). */

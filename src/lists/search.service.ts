@@ -2,7 +2,7 @@ import { HttpException, Injectable, Logger } from '@nestjs/common';
 import { Authorizer } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import { ClustersService } from '../clusters/clusters.service.js';
-import { ALL_NAMESPACES, apiVersionOf, resourceIdOf } from '../resources/resource-path.js';
+import { ALL_NAMESPACES, apiVersionOf, resourceIdOf } from '../k8s/resource-path.js';
 import { ResourcesService } from '../resources/resources.service.js';
 import type { SearchItemDto, SearchQueryDto, SearchResultDto } from './dto/search.dto.js';
 import { ListCaches } from './list-caches.js';

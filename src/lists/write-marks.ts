@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { revision } from '../watch/watch-events.js';
+import { revision } from '../k8s/watch-events.js';
 
 const MAX_MARKS = 10_000;
 

@@ -13,7 +13,7 @@ import {
   type PrometheusPath,
 } from '../clusters/gateway/metrics-endpoint.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
-import { validateName, validateNamespace, ALL_NAMESPACES } from '../resources/resource-path.js';
+import { validateName, validateNamespace, ALL_NAMESPACES } from '../k8s/resource-path.js';
 import type {
   MetricsInstantQueryDto,
   MetricsMatchQueryDto,

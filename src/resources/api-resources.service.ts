@@ -10,7 +10,7 @@ import type { ApiResourceDto, ApiResourceListDto, ApiResourceSchemaDto } from '.
 
 /** Verbs of pods' subresources (logs and the terminal), not in discovery's verbs. */
 const POD_ONLY_VERBS: ReadonlySet<string> = new Set(['log', 'exec', 'attach', 'portforward']);
-import { parseResourceId, resourceIdOf as idOf } from './resource-path.js';
+import { parseResourceId, resourceIdOf as idOf } from '../k8s/resource-path.js';
 
 type Definitions = Record<string, Record<string, unknown>>;
 

@@ -1,6 +1,6 @@
 import { BadGatewayException, Injectable, Logger, NotFoundException } from '@nestjs/common';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
-import type { ResourceType } from './resource-path.js';
+import type { ResourceType } from '../k8s/resource-path.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 
 interface APIResource {

@@ -33,7 +33,7 @@ import {
   PatchResourceQueryDto,
   WriteResourceQueryDto,
 } from './dto/resource-query.dto.js';
-import { ALL_NAMESPACES } from './resource-path.js';
+import { ALL_NAMESPACES } from '../k8s/resource-path.js';
 import type { ClusterAnswer } from '../clusters/gateway/answer.js';
 import { type ResourceTarget, ResourcesService } from './resources.service.js';
 

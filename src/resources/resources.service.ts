@@ -43,7 +43,7 @@ import {
   type ResourceType,
   validateName,
   validateNamespace,
-} from './resource-path.js';
+} from '../k8s/resource-path.js';
 
 /** Where a resource call goes, as the route named it. */
 export interface ResourceTarget {

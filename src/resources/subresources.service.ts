@@ -5,7 +5,7 @@ import { STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
 import { patchRequest } from '../apply/apply-input.js';
-import { patchContentType, resourceIdOf } from './resource-path.js';
+import { patchContentType, resourceIdOf } from '../k8s/resource-path.js';
 import { type Resolved, type ResourceTarget, ResourcesService } from './resources.service.js';
 
 /** The subresources served here; `log` of pods has a route of its own. */

@@ -1,6 +1,6 @@
 import { BadRequestException } from '@nestjs/common';
 import { clusterNameOf } from '../clusters/cluster-name.js';
-import { validateName, validateNamespace } from '../resources/resource-path.js';
+import { validateName, validateNamespace } from '../k8s/resource-path.js';
 import { TERMINAL_KINDS, type TerminalKind } from './terminal-protocol.js';
 
 /** An upgrade's target as both paths name it. */

@@ -1,7 +1,7 @@
 import { HttpException, Logger, ServiceUnavailableException } from '@nestjs/common';
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
-import { type Labels, LineSplitter, revision, WatchEvent } from './watch-events.js';
+import { type Labels, LineSplitter, revision, WatchEvent } from '../k8s/watch-events.js';
 
 /** What the cluster answered instead of a list or a watch (its status and body, read whole). */
 export interface ClusterRefusal {

@@ -1,8 +1,8 @@
 import type { HttpException } from '@nestjs/common';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
-import { type LabelSelector, matchesLabels } from '../common/label-selector.js';
+import { type LabelSelector, matchesLabels } from '../k8s/label-selector.js';
 import type { ClusterRefusal, Reflector, ReflectorConsumer } from './reflector.js';
-import { expiredStatus, revision, statusObject, WatchEvent, type WatchEventType } from './watch-events.js';
+import { expiredStatus, revision, statusObject, WatchEvent, type WatchEventType } from '../k8s/watch-events.js';
 
 /** What the cluster answered instead of a watch stream (its status and body, read whole). */
 export type WatchRefusal = ClusterRefusal;

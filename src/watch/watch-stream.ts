@@ -3,11 +3,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import type { AccessRequest } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
-import type { LabelSelector } from '../common/label-selector.js';
+import type { LabelSelector } from '../k8s/label-selector.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import type { OwnedStream, StreamOwner } from '../streams/stream-owner.js';
 import type { SharedWatch, WatchSource, WatchSubscriber } from './shared-watch.js';
-import { statusObject, WatchEvent } from './watch-events.js';
+import { statusObject, WatchEvent } from '../k8s/watch-events.js';
 
 /**
  * How events are written: `json` (newline-delimited JSON as `application/json`, like the

@@ -1,9 +1,9 @@
 import { BadRequestException, HttpException, Inject, Injectable, Logger } from '@nestjs/common';
-import { LabelSelectorError, parseLabelSelector } from '../common/label-selector.js';
+import { LabelSelectorError, parseLabelSelector } from '../k8s/label-selector.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { parseStatus, type WatchRefusal } from './shared-watch.js';
-import { WatchEvent } from './watch-events.js';
+import { WatchEvent } from '../k8s/watch-events.js';
 import { WatchHub } from './watch-hub.js';
 import { type WatchRequest, WatchStream } from './watch-stream.js';
 

@@ -16,7 +16,7 @@ import { open } from 'node:fs/promises';
 import https from 'node:https';
 import { after, before, describe, test } from 'node:test';
 import { kubePathOf } from '../../src/kube/kube.service.js';
-import { parseRequestInfo, type RequestInfo, UnplaceableRequestError } from '../../src/kube/request-info.js';
+import { parseRequestInfo, type RequestInfo, UnplaceableRequestError } from '../../src/k8s/request-info.js';
 import { type AuditEvent, kubeRequest, sharedControlPlane, type ControlPlane } from '../harness/control-plane.js';
 
 const SEED = Number(process.env.KUBE_FUZZ_SEED ?? 20260402);

@@ -9,7 +9,7 @@ import { startClusterApp } from '../support/cluster-app.js';
 import { kubeconfigFor, registerCluster } from '../support/clusters.js';
 import { signedIn } from '../support/factories.js';
 import { request } from '../support/http.js';
-import { LabelSelectorError, parseLabelSelector } from '../../src/common/label-selector.js';
+import { LabelSelectorError, parseLabelSelector } from '../../src/k8s/label-selector.js';
 
 const pid = process.pid;
 const NS1 = `lists-a-${pid}`;

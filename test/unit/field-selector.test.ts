@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FieldSelectorError, fieldValues, matchesFields, parseFieldSelector } from '../../src/lists/field-selector.js';
+import { FieldSelectorError, fieldValues, matchesFields, parseFieldSelector } from '../../src/k8s/field-selector.js';
 import { compareValues } from '../../src/lists/sort-index.js';
 
 const pod = {

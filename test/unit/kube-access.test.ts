@@ -7,7 +7,7 @@ import type { AccessRule } from '../../src/access/rules.js';
 import type { Caller } from '../../src/auth/caller.js';
 import { BUILT_IN_RULES } from '../../src/database/migrations/common/1795351998878-RoleRulesKeyOwners.data.js';
 import { decideKubeAccess, kubeAccessOf } from '../../src/kube/kube-access.js';
-import { parseRequestInfo } from '../../src/kube/request-info.js';
+import { parseRequestInfo } from '../../src/k8s/request-info.js';
 
 const authorizer = new Authorizer();
 const ROLES: Record<string, AccessRule[]> = {

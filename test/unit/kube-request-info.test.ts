@@ -3,7 +3,7 @@
 // and on the paths kubectl and client-go send.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseRequestInfo, queryBoolean, UnplaceableRequestError } from '../../src/kube/request-info.js';
+import { parseRequestInfo, queryBoolean, UnplaceableRequestError } from '../../src/k8s/request-info.js';
 
 type Row = [
   method: string,

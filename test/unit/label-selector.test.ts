@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { LabelSelectorError, matchesLabels, parseLabelSelector } from '../../src/common/label-selector.js';
+import { LabelSelectorError, matchesLabels, parseLabelSelector } from '../../src/k8s/label-selector.js';
 
 const matches = (selector: string, labels?: Record<string, string>) =>
   matchesLabels(parseLabelSelector(selector), labels);

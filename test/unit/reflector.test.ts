@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Reflector, ReflectorRefusal, type ReflectorConsumer } from '../../src/watch/reflector.js';
-import type { WatchEvent } from '../../src/watch/watch-events.js';
+import type { WatchEvent } from '../../src/k8s/watch-events.js';
 import { FakeCollection, fakeClusterClient } from '../support/fake-cluster.js';
 
 /** A consumer that keeps what it was told, as `namespace/name` → resourceVersion. */

@@ -9,7 +9,7 @@ import {
   validateName,
   validateNamespace,
   type ResourceType,
-} from '../../src/resources/resource-path.js';
+} from '../../src/k8s/resource-path.js';
 
 const configmaps: ResourceType = {
   group: '',

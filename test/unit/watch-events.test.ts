@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { watchQueryProblems } from '../../src/resources/dto/resource-query.dto.js';
-import { expiredStatus, LineSplitter, revision, WatchEvent } from '../../src/watch/watch-events.js';
+import { expiredStatus, LineSplitter, revision, WatchEvent } from '../../src/k8s/watch-events.js';
 
 const line = (value: unknown) => Buffer.from(JSON.stringify(value) + '\n');
 

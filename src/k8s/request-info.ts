@@ -1,5 +1,5 @@
-import { type FieldTerm, FieldSelectorError, parseFieldTerms, requiredValue } from '../common/field-selector-syntax.js';
-import { LabelSelectorError, parseLabelSelector } from '../common/label-selector.js';
+import { type FieldTerm, FieldSelectorError, parseFieldTerms, requiredValue } from './field-selector-syntax.js';
+import { LabelSelectorError, parseLabelSelector } from './label-selector.js';
 
 /**
  * A Kubernetes API request as the apiserver reads it: k8s.io/apiserver's RequestInfo rules

@@ -4,7 +4,7 @@
  * Every type has `metadata.name` and `metadata.namespace`.
  */
 
-import { FieldSelectorError, type FieldTerm, parseFieldTerms } from '../common/field-selector-syntax.js';
+import { FieldSelectorError, type FieldTerm, parseFieldTerms } from './field-selector-syntax.js';
 
 export { FieldSelectorError, type FieldTerm };
 
