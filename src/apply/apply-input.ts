@@ -1,11 +1,12 @@
 // What a server-side apply takes in: the documents of a body (YAML stream, JSON object, array or List),
-// read within bounds, and the field manager a caller applies as. Pure: no I/O.
+// read within bounds, and a PATCH as it goes to the cluster. Pure: no I/O.
 import { BadRequestException } from '@nestjs/common';
 import type { Caller } from '../auth/caller.js';
 import type { YamlBounds } from '../common/bounded-yaml.js';
 import { parseYamlStream } from '../common/yaml-thread.js';
 import type { PatchResourceQueryDto } from '../resources/dto/resource-query.dto.js';
 import { PATCH_CONTENT_TYPES, patchContentType } from '../resources/resource-path.js';
+import { assertOwnFieldManager, defaultFieldManager } from './field-manager.js';
 
 /** Documents in one apply request. */
 export const MAX_APPLY_DOCUMENTS = 500;
@@ -23,15 +24,6 @@ export const APPLY_YAML_BOUNDS: YamlBounds = {
   maxCollections: 100_000,
   maxAliasCount: 100,
 };
-
-/** Kubernetes accepts field managers up to this length. */
-const MAX_FIELD_MANAGER = 128;
-
-/** `cas:<username>`, or `cas:key:<name>` for an API key: who the fields belong to in `managedFields`. */
-export function defaultFieldManager(caller: Caller): string {
-  const name = caller.kind === 'apiKey' ? `cas:key:${caller.name}` : `cas:${caller.name}`;
-  return name.slice(0, MAX_FIELD_MANAGER);
-}
 
 /** One document of an apply body, and where it came from (1-based: its position, and its line in YAML). */
 export interface ApplyDocument {
@@ -114,6 +106,7 @@ export async function patchRequest(
       'body must be the patch: a JSON object, or an array of operations for a JSON patch',
     ]);
   }
+  assertOwnFieldManager(caller, q.fieldManager);
   const { patchType: _patchType, ...query } = q;
   if (apply) query.fieldManager ??= defaultFieldManager(caller);
   return { contentType, body: Buffer.from(JSON.stringify(patch), 'utf8'), query };

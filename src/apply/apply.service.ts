@@ -18,7 +18,8 @@ import {
   validateNamespace,
 } from '../resources/resource-path.js';
 import { comparable, scrub, secretValuesOf, unifiedDiff } from './apply-diff.js';
-import { type ApplyDocument, defaultFieldManager, documentsOf } from './apply-input.js';
+import { type ApplyDocument, documentsOf } from './apply-input.js';
+import { assertOwnFieldManager, defaultFieldManager } from './field-manager.js';
 import type { ApplyConflictDto, ApplyQueryDto, ApplyResponseDto, ApplyResultDto } from './dto/apply.dto.js';
 
 /** Documents applied at once (each is a read and an apply): enough to keep the cluster busy, few enough to share it. */
@@ -130,6 +131,7 @@ export class ApplyService {
     const creates = this.authorizer.mayAttempt(caller, 'create', clusterName);
     const patches = this.authorizer.mayAttempt(caller, 'patch', clusterName);
     if (!creates.allowed && !patches.allowed) throw new ForbiddenException(patches.reason);
+    assertOwnFieldManager(caller, q.fieldManager);
     const documents = await documentsOf(body);
     const cluster = await this.gateway.clientFor(caller, clusterName);
     const run: Run = { caller, cluster, q, fieldManager: q.fieldManager ?? defaultFieldManager(caller), crds: [] };

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { Authorizer } from '../access/authorizer.js';
+import { foreignFieldManager } from '../apply/field-manager.js';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
 import { presentedSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
@@ -139,6 +140,8 @@ export class KubeService {
       const what = info.isResourceRequest ? `${resourceIdOf(info)} is forbidden` : `${path} is forbidden`;
       refuse(code, code === 403 ? `${what}: ${decision.reason}` : decision.reason, detailsOf(info));
     }
+    const foreignManager = foreignFieldManager(caller, query.getAll('fieldManager'));
+    if (foreignManager) refuse(403, foreignManager, detailsOf(info));
 
     const client = await this.gateway.clientFor(caller, cluster);
     if (review) return this.answerReview(caller, client, info, request, reply);
