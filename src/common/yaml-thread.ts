@@ -3,6 +3,9 @@
 // parsed inline, where starting a thread would cost more than the parse.
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { parseBoundedYamlStream, type YamlBounds } from './bounded-yaml.js';
+import { WorkLimiter } from './work-limiter.js';
+
+export { BusyError as YamlParserBusyError } from './work-limiter.js';
 
 type Parsed = ReturnType<typeof parseBoundedYamlStream>;
 
@@ -10,25 +13,26 @@ type Parsed = ReturnType<typeof parseBoundedYamlStream>;
 export const INLINE_YAML_CHARS = 64 * 1024;
 /** Threads parsing at once; a request beyond waits for one to finish. */
 const MAX_THREADS = 2;
+/**
+ * Texts that may wait for a thread (each holds its body meanwhile); beyond, a text is refused at once
+ * with YamlParserBusyError, before anything else is spent on it.
+ */
+export const MAX_WAITING_YAML_TEXTS = 8;
 /** A worker's heap: enough for a 10 MiB body's values, never the whole process's memory. */
 const WORKER_HEAP_MB = 256;
 
-let running = 0;
-const waiting: Array<() => void> = [];
+const threads = new WorkLimiter(MAX_THREADS, MAX_WAITING_YAML_TEXTS);
 
-async function slot(): Promise<() => void> {
-  if (running >= MAX_THREADS) await new Promise<void>((resolve) => waiting.push(resolve));
-  running++;
-  return () => {
-    running--;
-    waiting.shift()?.();
-  };
-}
-
-/** `parseBoundedYamlStream`, on a worker thread when the text is large. */
+/**
+ * `parseBoundedYamlStream`, on a worker thread when the text is large; throws YamlParserBusyError
+ * when every thread is busy and the queue is full.
+ */
 export async function parseYamlStream(text: string, bounds: YamlBounds, subject: string): Promise<Parsed> {
   if (text.length <= INLINE_YAML_CHARS) return parseBoundedYamlStream(text, bounds, subject);
-  const release = await slot();
+  return threads.run(() => parseOnThread(text, bounds, subject));
+}
+
+async function parseOnThread(text: string, bounds: YamlBounds, subject: string): Promise<Parsed> {
   try {
     return await new Promise<Parsed>((resolve, reject) => {
       const worker = new Worker(new URL(import.meta.url), {
@@ -44,8 +48,6 @@ export async function parseYamlStream(text: string, bounds: YamlBounds, subject:
   } catch {
     // Out of the worker's memory (or the thread failed otherwise): the body is refused, never the process.
     return { problem: { message: `${subject} is too large to parse as YAML: send it as JSON` } };
-  } finally {
-    release();
   }
 }
 
