@@ -16,15 +16,27 @@ export function defaultFieldManager(caller: Caller): string {
 }
 
 /**
+ * The managers with the service's prefix a caller may write as: its default, and for an API key also
+ * the user it acts for (a key of alice, such as a minted kubeconfig's, may apply as `cas:alice`).
+ */
+function ownFieldManagers(caller: Caller): string[] {
+  const own = [defaultFieldManager(caller)];
+  if (caller.kind === 'apiKey' && caller.userName)
+    own.push(`${SERVICE_PREFIX}${caller.userName}`.slice(0, MAX_FIELD_MANAGER));
+  return own;
+}
+
+/**
  * Why the caller may not write as one of `values` (each `fieldManager` a request carries), or undefined:
  * a manager with the service's prefix that is not the caller's own names another user or key.
  */
 export function foreignFieldManager(caller: Caller, values: Iterable<string | null | undefined>): string | undefined {
-  const own = defaultFieldManager(caller);
+  const own = ownFieldManagers(caller);
   for (const value of values) {
-    if (typeof value !== 'string' || value === own) continue;
+    if (typeof value !== 'string' || own.includes(value)) continue;
     if (!value.trim().toLowerCase().startsWith(SERVICE_PREFIX)) continue;
-    return `fieldManager '${value.slice(0, MAX_FIELD_MANAGER)}' is not yours: managers starting with '${SERVICE_PREFIX}' are the service's users and keys, and you may write only as '${own}' (the default) or as a manager without that prefix`;
+    const yours = own.map((manager) => `'${manager}'`).join(' or ');
+    return `fieldManager '${value.slice(0, MAX_FIELD_MANAGER)}' is not yours: managers starting with '${SERVICE_PREFIX}' are the service's users and keys, and you may write only as ${yours} (the default is the first) or as a manager without that prefix`;
   }
   return undefined;
 }
