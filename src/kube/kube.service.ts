@@ -9,6 +9,7 @@ import type { Caller } from '../auth/caller.js';
 import { CLUSTER_NAME_PATTERN } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
+import { ResourceDiscovery } from '../resources/discovery.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { readBounded } from '../common/read-bounded.js';
 import { decideKubeAccess, kubeAccessOf, resourceIdOf } from './kube-access.js';
@@ -97,6 +98,7 @@ export class KubeService {
     private readonly gateway: ClusterGateway,
     private readonly authorizer: Authorizer,
     private readonly streams: StreamOwner,
+    private readonly discovery: ResourceDiscovery,
   ) {}
 
   async serve(caller: Caller, cluster: string, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
@@ -227,7 +229,8 @@ export class KubeService {
     try {
       if (info.resource === 'selfsubjectrulesreviews') {
         const namespace = typeof spec.namespace === 'string' ? spec.namespace : '';
-        status = rulesReviewStatus(this.authorizer, caller, conn.clusterName, namespace);
+        const types = await this.discovery.list(conn);
+        status = rulesReviewStatus(this.authorizer, caller, conn.clusterName, namespace, types);
       } else {
         let decision = accessReviewDecision(this.authorizer, caller, conn.clusterName, spec);
         if (decision.allowed && conn.impersonate) {
