@@ -153,20 +153,40 @@ export function shown(object: Obj | null, secret: boolean, before?: Obj | null):
  */
 const BEFORE_FIRST_APPLY = 'before-first-apply';
 
-/**
- * What "unchanged" compares (inside the service only, never shown): the object without the noise, a
- * Secret's values included, plus who manages which fields (a change of owners is a change, though the
- * diff does not show it); the time of each manager's last write, and the apiserver's `before-first-apply`
- * record, are left out.
- */
-export function comparable(object: Obj | null): string {
-  if (!object) return '';
-  const managers = Array.isArray(object.metadata?.managedFields)
-    ? object.metadata.managedFields
+/** managedFields as "unchanged" compares them: without each write's time, and without `before-first-apply`. */
+function managersOf(object: Obj): Obj[] {
+  const entries: unknown = object.metadata?.managedFields;
+  return Array.isArray(entries)
+    ? entries
         .filter((entry: Obj) => entry?.manager !== BEFORE_FIRST_APPLY)
         .map(({ time: _time, ...entry }: Obj) => entry)
     : [];
-  return JSON.stringify({ object: withoutNoise(object), managers });
+}
+
+/** Deep equality of two JSON values (object keys in any order); stops at the first difference. */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const other = b as unknown[];
+    return a.length === other.length && a.every((item, i) => sameJson(item, other[i]));
+  }
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every(
+    (key) => Object.prototype.hasOwnProperty.call(b, key) && sameJson((a as Obj)[key], (b as Obj)[key]),
+  );
+}
+
+/**
+ * Whether nothing that counts changed between the two (inside the service only, never shown): the
+ * objects without the noise, a Secret's values included, and who manages which fields (a change of
+ * owners is a change, though the diff does not show it); the time of each manager's last write, and
+ * the apiserver's `before-first-apply` record, are left out. Stops at the first difference: no copy.
+ */
+export function sameObjects(before: Obj, after: Obj): boolean {
+  return sameJson(withoutNoise(before), withoutNoise(after)) && sameJson(managersOf(before), managersOf(after));
 }
 
 /** The YAML an object is shown as in a diff ('' when it does not exist). */
@@ -176,9 +196,15 @@ function yamlOf(object: Obj | null): string {
 
 /**
  * A unified diff of the object before and after, as YAML, as shown (no noise, and with `secret`, a
- * Secret's values hidden); '' when equal.
+ * Secret's values hidden); '' when equal; undefined when finding the changes took more than `timeoutMs`.
  */
-export function unifiedDiff(label: string, before: Obj | null, after: Obj | null, secret: boolean): string {
+export function unifiedDiff(
+  label: string,
+  before: Obj | null,
+  after: Obj | null,
+  secret: boolean,
+  timeoutMs = 1_000,
+): string | undefined {
   const a = yamlOf(shown(before, secret));
   const b = yamlOf(shown(after, secret, before));
   if (a === b) return '';
@@ -191,8 +217,9 @@ export function unifiedDiff(label: string, before: Obj | null, after: Obj | null
     '',
     {
       context: 3,
+      timeout: timeoutMs,
     },
   );
   // Without the library's `====` rule: the diff starts at `---`, as git's and kubectl's do.
-  return patch.slice(patch.indexOf('---'));
+  return patch === undefined ? undefined : patch.slice(patch.indexOf('---'));
 }

@@ -17,11 +17,19 @@ import {
   validateName,
   validateNamespace,
 } from '../resources/resource-path.js';
-import { comparable, scrub, secretValueProblems, secretValuesOf, unifiedDiff } from './apply-diff.js';
+import { jsonChars } from '../common/bounded-yaml.js';
+import { sameObjects, scrub, secretValueProblems, secretValuesOf } from './apply-diff.js';
 import { type ApplyDocument, documentsOf } from './apply-input.js';
 import { bindToRead, boundRefusal, shownVersion } from './apply-preconditions.js';
+import { diffOf } from './diff-thread.js';
 import { assertOwnFieldManager, defaultFieldManager } from './field-manager.js';
 import type { ApplyConflictDto, ApplyQueryDto, ApplyResponseDto, ApplyResultDto } from './dto/apply.dto.js';
+
+/**
+ * The most one document may be as JSON: what an API server takes in one write (larger ones it refuses
+ * with 413), so that serialising a document never holds the event loop for long.
+ */
+const MAX_DOCUMENT_CHARS = 3 * 1024 * 1024;
 
 /** Documents applied at once (each is a read and an apply): enough to keep the cluster busy, few enough to share it. */
 const CONCURRENCY = 8;
@@ -59,6 +67,7 @@ const REASONS: Record<number, string> = {
   403: 'Forbidden',
   404: 'NotFound',
   409: 'Conflict',
+  413: 'RequestEntityTooLarge',
   502: 'InternalError',
   503: 'ServiceUnavailable',
   504: 'Timeout',
@@ -99,13 +108,13 @@ function managerOf(message: string): string {
 /**
  * What an apply did: `created` when nothing was read; `unchanged` when the cluster stored nothing (the
  * same resourceVersion; a dry run always keeps it, so there the objects are compared) or nothing that
- * counts changed (see `comparable`); `configured` otherwise.
+ * counts changed (see `sameObjects`); `configured` otherwise.
  */
 function actionOf(before: Obj | null, after: Obj, dryRun: boolean): ApplyResultDto['action'] {
   if (!before) return 'created';
   const version = before.metadata?.resourceVersion;
   if (!dryRun && typeof version === 'string' && version === after.metadata?.resourceVersion) return 'unchanged';
-  return comparable(before) === comparable(after) ? 'unchanged' : 'configured';
+  return sameObjects(before, after) ? 'unchanged' : 'configured';
 }
 
 /** Runs `work` on each item, at most `limit` at a time. */
@@ -205,6 +214,15 @@ export class ApplyService {
         if (problems.length) return fail(serviceStatus(400, `${whereOf(doc)}: ${problems.join('; ')}`));
         secrets = secretValuesOf(target.object, true);
       }
+      if (jsonChars(target.object) > MAX_DOCUMENT_CHARS) {
+        const limit = `${MAX_DOCUMENT_CHARS / 1024 / 1024} MiB`;
+        return fail(
+          serviceStatus(
+            413,
+            `${whereOf(doc)} is larger than ${limit} as JSON, the most an API server takes in one write`,
+          ),
+        );
+      }
       const access = { cluster: run.cluster.name, resource: target.id, namespace: target.namespace };
       const mayCreate = this.authorizer.can(run.caller, { ...access, verb: 'create' });
       const mayPatch = this.authorizer.can(run.caller, { ...access, verb: 'patch' });
@@ -263,7 +281,7 @@ export class ApplyService {
       if (!run.q.dryRun) this.marks.note(run.cluster.name, target.id, answer);
       result.action = actionOf(before, after, Boolean(run.q.dryRun));
       const label = [target.namespace, target.id, target.name].filter(Boolean).join('/');
-      result.diff = unifiedDiff(label, before, after, target.secret);
+      result.diff = await diffOf({ label, before, after, secret: target.secret }, liveBody.length + answer.length);
       Object.assign(audit, {
         statusCode: res.statusCode,
         uid: text(after.metadata?.uid, 64),

@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { HttpException } from '@nestjs/common';
 import {
-  comparable,
   HIDDEN,
   redactSecret,
+  sameObjects,
   scrub,
   secretValueProblems,
   secretValuesOf,
@@ -15,6 +15,7 @@ import {
 } from '../../src/apply/apply-diff.js';
 import { documentsOf, MAX_APPLY_DOCUMENTS, patchRequest } from '../../src/apply/apply-input.js';
 import { bindToRead } from '../../src/apply/apply-preconditions.js';
+import { diffOf, INLINE_DIFF_BYTES } from '../../src/apply/diff-thread.js';
 import { defaultFieldManager, foreignFieldManager } from '../../src/apply/field-manager.js';
 import type { Caller } from '../../src/auth/caller.js';
 import { INLINE_YAML_CHARS, MAX_WAITING_YAML_TEXTS } from '../../src/common/yaml-thread.js';
@@ -218,6 +219,9 @@ describe('apply input', () => {
   });
 });
 
+/** The diff as a string (these objects are small: never given up on). */
+const diffText = (...args: Parameters<typeof unifiedDiff>) => unifiedDiff(...args) ?? assert.fail('no diff');
+
 describe('what a result shows', () => {
   const secret = (password: string) => ({
     apiVersion: 'v1',
@@ -241,7 +245,7 @@ describe('what a result shows', () => {
   });
 
   test('the diff: noise left out, values hidden, a changed value marked; empty when equal', () => {
-    const diff = unifiedDiff(
+    const diff = diffText(
       'ns/secrets/s',
       secret('hunter22'),
       {
@@ -255,15 +259,34 @@ describe('what a result shows', () => {
     assert.match(diff, /^\+\s+p: "\*\*\* \(changed\)"$/m);
     assert.doesNotMatch(diff, /hunter|aHVudGVy|resourceVersion|managedFields|uid/);
     assert.equal(
-      unifiedDiff(
-        'x',
-        secret('a'),
-        { ...secret('a'), metadata: { ...secret('a').metadata, resourceVersion: '9' } },
-        true,
-      ),
+      diffText('x', secret('a'), { ...secret('a'), metadata: { ...secret('a').metadata, resourceVersion: '9' } }, true),
       '',
     );
-    assert.match(unifiedDiff('x', null, { kind: 'ConfigMap' }, false), /^--- \/dev\/null\n\+\+\+ b\/x\n/);
+    assert.match(diffText('x', null, { kind: 'ConfigMap' }, false), /^--- \/dev\/null\n\+\+\+ b\/x\n/);
+  });
+
+  test('a large object is diffed on a thread, with the same diff; one that takes too long is said not shown', async () => {
+    const configMap = (prefix: string) => ({
+      kind: 'ConfigMap',
+      metadata: { name: 'big' },
+      data: Object.fromEntries(Array.from({ length: 4000 }, (_, i) => [`k${i}`, `${prefix}-${i}-${'v'.repeat(20)}`])),
+    });
+    const before = configMap('a');
+    const after = { ...before, data: { ...before.data, k7: 'changed' } };
+    const bytes = JSON.stringify(before).length + JSON.stringify(after).length;
+    assert.ok(bytes > INLINE_DIFF_BYTES);
+    const onThread = await diffOf({ label: 'ns/configmaps/big', before, after, secret: false }, bytes);
+    assert.equal(onThread, diffText('ns/configmaps/big', before, after, false));
+    assert.match(onThread, /^- {2}k7: a-7-v+\n\+ {2}k7: changed$/m);
+    // Every line changed: more than the time given to find the changes.
+    const slow = await diffOf(
+      { label: 'ns/configmaps/big', before, after: configMap('b'), secret: false, timeoutMs: 1 },
+      bytes,
+    );
+    assert.equal(
+      slow,
+      '--- a/ns/configmaps/big\n+++ b/ns/configmaps/big\n# not shown: the changes take too long to find\n',
+    );
   });
 
   test('unchanged compares values and field owners, not the times of writes', () => {
@@ -271,13 +294,13 @@ describe('what a result shows', () => {
       ...secret('a'),
       metadata: { ...secret('a').metadata, managedFields: [{ manager: 'm', time: 't2', fieldsV1: {} }] },
     };
-    assert.equal(comparable(secret('a')), comparable(later));
-    assert.notEqual(comparable(secret('a')), comparable(secret('b')), 'a changed Secret value is a change');
+    assert.ok(sameObjects(secret('a'), later));
+    assert.ok(!sameObjects(secret('a'), secret('b')), 'a changed Secret value is a change');
     const owners = {
       ...secret('a'),
       metadata: { ...secret('a').metadata, managedFields: [{ manager: 'other', fieldsV1: {} }] },
     };
-    assert.notEqual(comparable(secret('a')), comparable(owners));
+    assert.ok(!sameObjects(secret('a'), owners));
     // The apiserver's record of the fields set before the first apply is its bookkeeping, not an owner.
     const recorded = {
       ...secret('a'),
@@ -286,7 +309,10 @@ describe('what a result shows', () => {
         managedFields: [...secret('a').metadata.managedFields, { manager: 'before-first-apply', fieldsV1: {} }],
       },
     };
-    assert.equal(comparable(secret('a')), comparable(recorded));
+    assert.ok(sameObjects(secret('a'), recorded));
+    // Key order is not a change.
+    const reordered = { data: secret('a').data, kind: 'Secret', apiVersion: 'v1', metadata: secret('a').metadata };
+    assert.ok(sameObjects(secret('a'), reordered));
   });
 
   test("a Secret document's values, in every form, are scrubbed from the cluster's messages", () => {
