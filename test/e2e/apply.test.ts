@@ -534,6 +534,8 @@ describe('apply: server-side apply of one or many documents', () => {
       ],
       [`a:\n${'- '.repeat(200)}x\n`, /indented deeper than 256 columns at line 2/],
       [laughs.join('\n'), /too many aliases/],
+      // A value that contains itself (it was a 500: it cannot become JSON).
+      ['apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: &d\n  a: [*d]\n', /contain itself\) at line 5/],
     ] as const) {
       const refused = await apply(hostile);
       assert.equal(refused.status, 400, refused.text);
@@ -693,6 +695,30 @@ describe('apply: server-side apply of one or many documents', () => {
     for (const value of [String(pin), nested, plain, `whole-${pid}-value`]) {
       assert.ok(!res.text.includes(value), `found ${value}`);
     }
+  });
+
+  test('a document over 3 MiB as JSON is an error 413 and is not sent; a large one within it gets its diff', async () => {
+    const cm = (name: string, data: Record<string, string>) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: nsSvc },
+      data,
+    });
+    const keys = (n: number, value: string) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, `${value}-${i}`]));
+    const res = await apply([cm('huge', { big: 'x'.repeat(3.5 * 1024 * 1024) }), cm('large', keys(4000, 'a'))], {
+      dryRun: 'All',
+    });
+    assert.equal(res.status, 200, res.text.slice(0, 500));
+    const [huge, large] = res.body.results;
+    assert.deepEqual([huge.action, huge.status.code, huge.status.reason], ['error', 413, 'RequestEntityTooLarge']);
+    assert.match(
+      huge.status.message,
+      /^document 1 is larger than 3 MiB as JSON, the most an API server takes in one write$/,
+    );
+    // Over 64 KiB: diffed on a thread, the same diff as inline.
+    assert.equal(large.action, 'created');
+    assert.match(large.diff, /^\+ {2}k3999: a-3999$/m);
   });
 
   test("fieldManager: a caller writes as its own cas: manager or one of its choosing, never as another user's (403)", async () => {
