@@ -11,21 +11,18 @@ const NOISE_METADATA = ['managedFields', 'resourceVersion', 'generation', 'uid',
 
 type Obj = Record<string, any>;
 
-/** A core/v1 Secret (the only kind whose values are hidden). */
-export function isSecret(object: Obj | null | undefined): boolean {
-  return object?.kind === 'Secret' && object.apiVersion === 'v1';
-}
+/** The fields of a Secret that hold its values. */
+const SECRET_FIELDS = ['data', 'stringData'] as const;
 
 /** A Secret's `data` and `stringData` with every value replaced by `***` (keys stay: they name no secret). */
-export function redactSecret<T extends Obj | null>(object: T): T {
-  if (!object || !isSecret(object)) return object;
+export function redactSecret<T extends Obj | null>(object: T, secret: boolean): T {
+  if (!object || !secret) return object;
   const hidden = (values: unknown) =>
     values && typeof values === 'object' && !Array.isArray(values)
       ? Object.fromEntries(Object.keys(values).map((key) => [key, HIDDEN]))
       : values;
   const copy: Obj = { ...object };
-  if ('data' in copy) copy.data = hidden(copy.data);
-  if ('stringData' in copy) copy.stringData = hidden(copy.stringData);
+  for (const field of SECRET_FIELDS) if (field in copy) copy[field] = hidden(copy[field]);
   // kubectl's last-applied annotation would carry the whole Secret; server-side apply writes none, but a
   // Secret once applied client-side may still have it.
   const annotations = copy.metadata?.annotations;
@@ -39,17 +36,69 @@ export function redactSecret<T extends Obj | null>(object: T): T {
 }
 
 /**
- * Every form a Secret document's values could be echoed in (as written, base64-decoded, base64-encoded),
- * for scrubbing them out of the cluster's messages. Values shorter than 4 characters are left alone:
- * they would match all over an unrelated message.
+ * What is wrong with a Secret document's values for the service to send it on: `data` and `stringData`
+ * must be mappings of strings. Anything else the cluster would refuse with a message that prints the
+ * value in Go's own notation (`&value.valueUnstructured{Value:…}`, `map[…]`), which no scrubbing can
+ * enumerate; refused here, the value never reaches a message. The problems name fields, never values.
  */
-export function secretValuesOf(document: Obj | null | undefined): string[] {
-  if (!document || !isSecret(document)) return [];
+export function secretValueProblems(document: Obj): string[] {
+  const problems: string[] = [];
+  for (const field of SECRET_FIELDS) {
+    const map = document[field];
+    if (map === undefined || map === null) continue;
+    if (typeof map !== 'object' || Array.isArray(map)) {
+      problems.push(`${field} must be a mapping of keys to strings (the value is not shown)`);
+      continue;
+    }
+    for (const [key, value] of Object.entries(map)) {
+      if (typeof value !== 'string') {
+        problems.push(`${field}.${key.slice(0, 253)} must be a string: quote it (the value is not shown)`);
+      }
+    }
+  }
+  return problems;
+}
+
+/** strconv.Quote's escapes (the cluster's messages quote values the Go way); other controls are `\xNN`. */
+const GO_ESCAPES: Record<string, string> = {
+  '\\': '\\\\',
+  '"': '\\"',
+  '\x07': '\\a',
+  '\b': '\\b',
+  '\f': '\\f',
+  '\n': '\\n',
+  '\r': '\\r',
+  '\t': '\\t',
+  '\v': '\\v',
+};
+
+/** The forms a message can quote a string in: as is, JSON-escaped, Go-escaped. */
+function quotedForms(value: string): string[] {
+  const json = JSON.stringify(value).slice(1, -1);
+  const go = value.replace(
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what Go escapes
+    /[\\"\x00-\x1f\x7f]/g,
+    (c) => GO_ESCAPES[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+  );
+  return [value, json, go];
+}
+
+/**
+ * Every form a Secret document's values could be echoed in (as written, base64-decoded, base64-encoded,
+ * each as is and escaped the way JSON and Go quote strings, and each line of a value of several lines),
+ * for scrubbing them out of the cluster's messages. Values shorter than 4 characters (lines: 8) are
+ * left alone: they would match all over an unrelated message.
+ */
+export function secretValuesOf(document: Obj | null | undefined, secret: boolean): string[] {
+  if (!document || !secret) return [];
   const values = new Set<string>();
   const add = (value: string) => {
-    if (value.length >= 4) values.add(value);
+    for (const form of quotedForms(value)) if (form.length >= 4) values.add(form);
+    if (value.includes('\n')) {
+      for (const line of value.split('\n')) if (line.trim().length >= 8) values.add(line.trim());
+    }
   };
-  for (const field of ['data', 'stringData']) {
+  for (const field of SECRET_FIELDS) {
     const map = document[field];
     if (!map || typeof map !== 'object') continue;
     for (const value of Object.values(map)) {
@@ -83,10 +132,10 @@ export const HIDDEN_CHANGED = '*** (changed)';
  * The object as a diff shows it: without the noise metadata, a Secret's values hidden. With `before`
  * (the same Secret earlier), a value that differs from its earlier one is shown as `*** (changed)`.
  */
-export function shown(object: Obj | null, before?: Obj | null): Obj | null {
+export function shown(object: Obj | null, secret: boolean, before?: Obj | null): Obj | null {
   if (!object) return null;
-  const hidden: Obj = redactSecret(withoutNoise(object));
-  if (before && isSecret(object) && hidden.data && typeof object.data === 'object') {
+  const hidden: Obj = redactSecret(withoutNoise(object), secret);
+  if (before && secret && hidden.data && typeof object.data === 'object') {
     hidden.data = Object.fromEntries(
       Object.entries(hidden.data).map(([key, value]) => [
         key,
@@ -98,16 +147,46 @@ export function shown(object: Obj | null, before?: Obj | null): Obj | null {
 }
 
 /**
- * What "unchanged" compares (inside the service only, never shown): the object without the noise, a
- * Secret's values included, plus who manages which fields (a change of owners is a change, though the
- * diff does not show it); the time of each manager's last write is left out.
+ * The manager under which the apiserver records the fields an object already had when it is first
+ * applied to with no managers recorded (a Namespace applied with nothing but its name has none): its own
+ * bookkeeping, which changes nothing any client set.
  */
-export function comparable(object: Obj | null): string {
-  if (!object) return '';
-  const managers = Array.isArray(object.metadata?.managedFields)
-    ? object.metadata.managedFields.map(({ time: _time, ...entry }: Obj) => entry)
+const BEFORE_FIRST_APPLY = 'before-first-apply';
+
+/** managedFields as "unchanged" compares them: without each write's time, and without `before-first-apply`. */
+function managersOf(object: Obj): Obj[] {
+  const entries: unknown = object.metadata?.managedFields;
+  return Array.isArray(entries)
+    ? entries
+        .filter((entry: Obj) => entry?.manager !== BEFORE_FIRST_APPLY)
+        .map(({ time: _time, ...entry }: Obj) => entry)
     : [];
-  return JSON.stringify({ object: withoutNoise(object), managers });
+}
+
+/** Deep equality of two JSON values (object keys in any order); stops at the first difference. */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const other = b as unknown[];
+    return a.length === other.length && a.every((item, i) => sameJson(item, other[i]));
+  }
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every(
+    (key) => Object.prototype.hasOwnProperty.call(b, key) && sameJson((a as Obj)[key], (b as Obj)[key]),
+  );
+}
+
+/**
+ * Whether nothing that counts changed between the two (inside the service only, never shown): the
+ * objects without the noise, a Secret's values included, and who manages which fields (a change of
+ * owners is a change, though the diff does not show it); the time of each manager's last write, and
+ * the apiserver's `before-first-apply` record, are left out. Stops at the first difference: no copy.
+ */
+export function sameObjects(before: Obj, after: Obj): boolean {
+  return sameJson(withoutNoise(before), withoutNoise(after)) && sameJson(managersOf(before), managersOf(after));
 }
 
 /** The YAML an object is shown as in a diff ('' when it does not exist). */
@@ -115,10 +194,19 @@ function yamlOf(object: Obj | null): string {
   return object ? stringify(object, { lineWidth: 0 }) : '';
 }
 
-/** A unified diff of the object before and after, as YAML, as shown (no noise, no Secret values); '' when equal. */
-export function unifiedDiff(label: string, before: Obj | null, after: Obj | null): string {
-  const a = yamlOf(shown(before));
-  const b = yamlOf(shown(after, before));
+/**
+ * A unified diff of the object before and after, as YAML, as shown (no noise, and with `secret`, a
+ * Secret's values hidden); '' when equal; undefined when finding the changes took more than `timeoutMs`.
+ */
+export function unifiedDiff(
+  label: string,
+  before: Obj | null,
+  after: Obj | null,
+  secret: boolean,
+  timeoutMs = 1_000,
+): string | undefined {
+  const a = yamlOf(shown(before, secret));
+  const b = yamlOf(shown(after, secret, before));
   if (a === b) return '';
   const patch = createTwoFilesPatch(
     before ? `a/${label}` : '/dev/null',
@@ -129,8 +217,9 @@ export function unifiedDiff(label: string, before: Obj | null, after: Obj | null
     '',
     {
       context: 3,
+      timeout: timeoutMs,
     },
   );
   // Without the library's `====` rule: the diff starts at `---`, as git's and kubectl's do.
-  return patch.slice(patch.indexOf('---'));
+  return patch === undefined ? undefined : patch.slice(patch.indexOf('---'));
 }

@@ -1,11 +1,12 @@
 // What a server-side apply takes in: the documents of a body (YAML stream, JSON object, array or List),
-// read within bounds, and the field manager a caller applies as. Pure: no I/O.
-import { BadRequestException } from '@nestjs/common';
+// read within bounds, and a PATCH as it goes to the cluster. Pure: no I/O.
+import { BadRequestException, ServiceUnavailableException } from '@nestjs/common';
 import type { Caller } from '../auth/caller.js';
 import type { YamlBounds } from '../common/bounded-yaml.js';
-import { parseYamlStream } from '../common/yaml-thread.js';
+import { parseYamlStream, YamlParserBusyError } from '../common/yaml-thread.js';
 import type { PatchResourceQueryDto } from '../resources/dto/resource-query.dto.js';
 import { PATCH_CONTENT_TYPES, patchContentType } from '../k8s/resource-path.js';
+import { assertOwnFieldManager, defaultFieldManager } from './field-manager.js';
 
 /** Documents in one apply request. */
 export const MAX_APPLY_DOCUMENTS = 500;
@@ -22,15 +23,23 @@ export const APPLY_YAML_BOUNDS: YamlBounds = {
   maxNodes: 100_000,
   maxCollections: 100_000,
   maxAliasCount: 100,
+  maxExpandedChars: 20 * 1024 * 1024,
 };
 
-/** Kubernetes accepts field managers up to this length. */
-const MAX_FIELD_MANAGER = 128;
-
-/** `cas:<username>`, or `cas:key:<name>` for an API key: who the fields belong to in `managedFields`. */
-export function defaultFieldManager(caller: Caller): string {
-  const name = caller.kind === 'apiKey' ? `cas:key:${caller.name}` : `cas:${caller.name}`;
-  return name.slice(0, MAX_FIELD_MANAGER);
+/** The documents of a YAML text, or a 400 naming the line (503 when every parser thread is busy and the queue full). */
+async function yamlDocuments(text: string) {
+  let parsed;
+  try {
+    parsed = await parseYamlStream(text, APPLY_YAML_BOUNDS, 'body');
+  } catch (error) {
+    if (!(error instanceof YamlParserBusyError)) throw error;
+    throw new ServiceUnavailableException({
+      message: 'too many large YAML bodies are being parsed; try again in a moment (or send JSON)',
+      retryAfter: 1,
+    });
+  }
+  if ('problem' in parsed) throw new BadRequestException([parsed.problem.message]);
+  return parsed.documents;
 }
 
 /** One document of an apply body, and where it came from (1-based: its position, and its line in YAML). */
@@ -54,9 +63,7 @@ function isList(value: unknown): value is { items: unknown[] } {
 export async function documentsOf(body: unknown): Promise<ApplyDocument[]> {
   const found: Array<{ object: unknown; line?: number }> = [];
   if (typeof body === 'string') {
-    const parsed = await parseYamlStream(body, APPLY_YAML_BOUNDS, 'body');
-    if ('problem' in parsed) throw new BadRequestException([parsed.problem.message]);
-    for (const doc of parsed.documents) {
+    for (const doc of await yamlDocuments(body)) {
       if (isList(doc.value)) for (const item of doc.value.items) found.push({ object: item, line: doc.line });
       else found.push({ object: doc.value, line: doc.line });
     }
@@ -80,12 +87,11 @@ export async function documentsOf(body: unknown): Promise<ApplyDocument[]> {
 export async function applyPatchObject(body: unknown): Promise<Record<string, unknown>> {
   let object = body;
   if (typeof body === 'string') {
-    const parsed = await parseYamlStream(body, APPLY_YAML_BOUNDS, 'body');
-    if ('problem' in parsed) throw new BadRequestException([parsed.problem.message]);
-    if (parsed.documents.length !== 1) {
-      throw new BadRequestException([`body must be one YAML document, not ${parsed.documents.length}`]);
+    const documents = await yamlDocuments(body);
+    if (documents.length !== 1) {
+      throw new BadRequestException([`body must be one YAML document, not ${documents.length}`]);
     }
-    object = parsed.documents[0].value;
+    object = documents[0].value;
   }
   if (object === null || typeof object !== 'object' || Array.isArray(object)) {
     throw new BadRequestException(['body must be the object to apply: a mapping with apiVersion, kind and metadata']);
@@ -114,6 +120,7 @@ export async function patchRequest(
       'body must be the patch: a JSON object, or an array of operations for a JSON patch',
     ]);
   }
+  assertOwnFieldManager(caller, q.fieldManager);
   const { patchType: _patchType, ...query } = q;
   if (apply) query.fieldManager ??= defaultFieldManager(caller);
   return { contentType, body: Buffer.from(JSON.stringify(patch), 'utf8'), query };

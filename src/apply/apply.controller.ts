@@ -33,7 +33,8 @@ export class ApplyController {
    * CustomResourceDefinitions first (a kind whose CRD is applied in the same request is usable once the cluster
    * serves it), each document authorized as `create` (absent) or `patch` (present). One result per document, in
    * the documents' order, with a unified diff of the object before and after; a document that fails does not
-   * stop the others. A Secret's `data` and `stringData` values never appear (`***`).
+   * stop the others. A Secret's `data` and `stringData` values never appear (`***`). YAML aliases may expand
+   * the documents to at most 20 MiB as JSON (400 naming the lines beyond).
    */
   @Authenticated()
   @Post()
@@ -57,7 +58,10 @@ export class ApplyController {
     },
   })
   @ApiOkResponse({ type: ApplyResponseDto })
-  @ApiErrors(400, 404, 409, 502, 504)
+  @ApiErrors(400, 404, 409, 502, 504, {
+    403: 'The caller may neither create nor patch on the cluster, or `fieldManager` names another user or key (`cas:…`)',
+    503: 'The service is shutting down, or too many large YAML bodies wait for a parser: try again after `Retry-After` seconds (or send JSON)',
+  })
   async applyResources(
     @Auth() caller: Caller,
     @Headers('x-cluster-name') cluster: string | undefined,

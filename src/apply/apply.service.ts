@@ -17,9 +17,19 @@ import {
   validateName,
   validateNamespace,
 } from '../k8s/resource-path.js';
-import { comparable, scrub, secretValuesOf, unifiedDiff } from './apply-diff.js';
-import { type ApplyDocument, defaultFieldManager, documentsOf } from './apply-input.js';
+import { jsonChars } from '../common/bounded-yaml.js';
+import { sameObjects, scrub, secretValueProblems, secretValuesOf } from './apply-diff.js';
+import { type ApplyDocument, documentsOf } from './apply-input.js';
+import { bindToRead, boundRefusal, shownVersion } from './apply-preconditions.js';
+import { diffOf } from './diff-thread.js';
+import { assertOwnFieldManager, defaultFieldManager } from './field-manager.js';
 import type { ApplyConflictDto, ApplyQueryDto, ApplyResponseDto, ApplyResultDto } from './dto/apply.dto.js';
+
+/**
+ * The most one document may be as JSON: what an API server takes in one write (larger ones it refuses
+ * with 413), so that serialising a document never holds the event loop for long.
+ */
+const MAX_DOCUMENT_CHARS = 3 * 1024 * 1024;
 
 /** Documents applied at once (each is a read and an apply): enough to keep the cluster busy, few enough to share it. */
 const CONCURRENCY = 8;
@@ -48,6 +58,8 @@ interface Target {
   name: string;
   path: string;
   object: Obj;
+  /** A core Secret, by its type as discovery resolved it (however `apiVersion` was written): its values are hidden. */
+  secret: boolean;
 }
 
 const REASONS: Record<number, string> = {
@@ -55,6 +67,7 @@ const REASONS: Record<number, string> = {
   403: 'Forbidden',
   404: 'NotFound',
   409: 'Conflict',
+  413: 'RequestEntityTooLarge',
   502: 'InternalError',
   503: 'ServiceUnavailable',
   504: 'Timeout',
@@ -82,11 +95,26 @@ function statusOfException(error: HttpException): Obj {
   );
 }
 
+/** How a result names its document: `document 3 (line 12)`. */
+const whereOf = (doc: ApplyDocument) => `document ${doc.index}${doc.line ? ` (line ${doc.line})` : ''}`;
+
 const text = (value: unknown, max = 253) => (typeof value === 'string' && value !== '' ? value.slice(0, max) : null);
 
 /** The manager a conflict cause names: `conflict with "kubectl" using v1` → `kubectl`. */
 function managerOf(message: string): string {
   return /conflict with "([^"]*)"/.exec(message)?.[1] ?? '';
+}
+
+/**
+ * What an apply did: `created` when nothing was read; `unchanged` when the cluster stored nothing (the
+ * same resourceVersion; a dry run always keeps it, so there the objects are compared) or nothing that
+ * counts changed (see `sameObjects`); `configured` otherwise.
+ */
+function actionOf(before: Obj | null, after: Obj, dryRun: boolean): ApplyResultDto['action'] {
+  if (!before) return 'created';
+  const version = before.metadata?.resourceVersion;
+  if (!dryRun && typeof version === 'string' && version === after.metadata?.resourceVersion) return 'unchanged';
+  return sameObjects(before, after) ? 'unchanged' : 'configured';
 }
 
 /** Runs `work` on each item, at most `limit` at a time. */
@@ -130,6 +158,7 @@ export class ApplyService {
     const creates = this.authorizer.mayAttempt(caller, 'create', clusterName);
     const patches = this.authorizer.mayAttempt(caller, 'patch', clusterName);
     if (!creates.allowed && !patches.allowed) throw new ForbiddenException(patches.reason);
+    assertOwnFieldManager(caller, q.fieldManager);
     const documents = await documentsOf(body);
     const cluster = await this.gateway.clientFor(caller, clusterName);
     const run: Run = { caller, cluster, q, fieldManager: q.fieldManager ?? defaultFieldManager(caller), crds: [] };
@@ -149,7 +178,8 @@ export class ApplyService {
 
   private async applyOne(run: Run, doc: ApplyDocument): Promise<{ result: ApplyResultDto; audit: AuditedDocument }> {
     const object = (doc.object ?? {}) as Obj;
-    const secrets = secretValuesOf(object);
+    /** The document's values to scrub from the cluster's messages, once its type says it is a Secret. */
+    let secrets: string[] = [];
     const result: ApplyResultDto = {
       apiVersion: text(object.apiVersion),
       kind: text(object.kind),
@@ -179,6 +209,20 @@ export class ApplyService {
       const target = await this.target(run, doc);
       Object.assign(result, { namespace: target.namespace });
       Object.assign(audit, { resource: target.id, namespace: target.namespace });
+      if (target.secret) {
+        const problems = secretValueProblems(target.object);
+        if (problems.length) return fail(serviceStatus(400, `${whereOf(doc)}: ${problems.join('; ')}`));
+        secrets = secretValuesOf(target.object, true);
+      }
+      if (jsonChars(target.object) > MAX_DOCUMENT_CHARS) {
+        const limit = `${MAX_DOCUMENT_CHARS / 1024 / 1024} MiB`;
+        return fail(
+          serviceStatus(
+            413,
+            `${whereOf(doc)} is larger than ${limit} as JSON, the most an API server takes in one write`,
+          ),
+        );
+      }
       const access = { cluster: run.cluster.name, resource: target.id, namespace: target.namespace };
       const mayCreate = this.authorizer.can(run.caller, { ...access, verb: 'create' });
       const mayPatch = this.authorizer.can(run.caller, { ...access, verb: 'patch' });
@@ -191,6 +235,9 @@ export class ApplyService {
       const before = live.statusCode === 200 ? (run.cluster.parse(liveBody, `GET ${target.path}`) as Obj) : null;
       const decision = before ? mayPatch : mayCreate;
       if (!decision.allowed) return fail(serviceStatus(403, decision.reason));
+      // The cluster decides on its own state, not on the read: an object that appeared or went away in
+      // between is refused (409) for a caller that may not take the other path.
+      const bound = bindToRead(target.object, before, { create: mayCreate.allowed, patch: mayPatch.allowed });
 
       const query = new URLSearchParams({ fieldManager: run.fieldManager });
       if (run.q.force) query.set('force', 'true');
@@ -199,7 +246,7 @@ export class ApplyService {
         method: 'PATCH',
         path: target.path,
         query,
-        body: Buffer.from(JSON.stringify(target.object), 'utf8'),
+        body: Buffer.from(JSON.stringify(bound.object), 'utf8'),
         contentType: PATCH_CONTENT_TYPES.apply,
       });
       const answer = await run.cluster.read(res);
@@ -207,6 +254,12 @@ export class ApplyService {
         const status = this.clusterStatus(run, res.statusCode, answer);
         const causes: Obj[] = Array.isArray(status.details?.causes) ? status.details.causes : [];
         const conflicts = causes.filter((c) => c?.reason === 'FieldManagerConflict');
+        // A create-only caller's apply that met the object is refused whatever else the cluster found
+        // (field conflicts come before the version check): forcing would not help.
+        if (bound.binding === 'absent' || (bound.binding && conflicts.length === 0)) {
+          const refusal = boundRefusal(bound.binding, `${target.id} '${target.name}'`);
+          return fail(serviceStatus(409, `${whereOf(doc)}: ${refusal}`));
+        }
         if (conflicts.length > 0) {
           fail(status);
           result.action = 'conflict';
@@ -226,13 +279,13 @@ export class ApplyService {
       const after = run.cluster.parse(answer, `PATCH ${target.path}`) as Obj;
       // Read-your-writes: a paged list of this type through this replica waits for the applied version.
       if (!run.q.dryRun) this.marks.note(run.cluster.name, target.id, answer);
-      if (!before) result.action = 'created';
-      else result.action = comparable(before) === comparable(after) ? 'unchanged' : 'configured';
-      result.diff = unifiedDiff([target.namespace, target.id, target.name].filter(Boolean).join('/'), before, after);
+      result.action = actionOf(before, after, Boolean(run.q.dryRun));
+      const label = [target.namespace, target.id, target.name].filter(Boolean).join('/');
+      result.diff = await diffOf({ label, before, after, secret: target.secret }, liveBody.length + answer.length);
       Object.assign(audit, {
         statusCode: res.statusCode,
         uid: text(after.metadata?.uid, 64),
-        resourceVersion: text(after.metadata?.resourceVersion, 64),
+        resourceVersion: shownVersion(text(after.metadata?.resourceVersion, 64)),
       });
       if (target.type.group === CRD_TYPE.group && target.type.kind === CRD_TYPE.kind && !run.q.dryRun) {
         run.crds.push({ group: String(after.spec?.group ?? ''), kind: String(after.spec?.names?.kind ?? '') });
@@ -257,7 +310,7 @@ export class ApplyService {
 
   /** Checks a document and finds where it goes: its type by discovery, its namespace, its name. 400/404 otherwise. */
   private async target(run: Run, doc: ApplyDocument): Promise<Target> {
-    const where = `document ${doc.index}${doc.line ? ` (line ${doc.line})` : ''}`;
+    const where = whereOf(doc);
     const object = doc.object;
     if (object === null || typeof object !== 'object' || Array.isArray(object)) {
       throw new BadRequestException([`${where} must be an object with apiVersion, kind and metadata`]);
@@ -304,6 +357,7 @@ export class ApplyService {
     return {
       type,
       id,
+      secret: type.group === '' && type.plural === 'secrets',
       namespace,
       name: metadata.name,
       path: resourcePath(type, namespace, metadata.name),

@@ -1,55 +1,51 @@
-// Large YAML bodies are parsed on a worker thread: parsing costs about 20–30 µs per line, so a body at
-// the bounds would otherwise hold the event loop (every other request) for seconds. Small bodies are
-// parsed inline, where starting a thread would cost more than the parse.
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+// YAML bodies beyond a few KiB are parsed on a worker thread: parsing costs tens of µs per line, flow
+// item or document, so even a body of tens of KiB (hundreds of small documents, thousands of flow items)
+// would hold the event loop (every other request) for longer than it may, and one at the bounds for
+// seconds. Small bodies (a manifest or two) are parsed inline, where starting a thread costs more.
 import { parseBoundedYamlStream, type YamlBounds } from './bounded-yaml.js';
+import { serveTask, WorkerBusyError, WorkerTasks } from './worker-task.js';
+
+export { WorkerBusyError as YamlParserBusyError } from './worker-task.js';
 
 type Parsed = ReturnType<typeof parseBoundedYamlStream>;
-
-/** Texts up to this many characters are parsed on the calling thread. */
-export const INLINE_YAML_CHARS = 64 * 1024;
-/** Threads parsing at once; a request beyond waits for one to finish. */
-const MAX_THREADS = 2;
-/** A worker's heap: enough for a 10 MiB body's values, never the whole process's memory. */
-const WORKER_HEAP_MB = 256;
-
-let running = 0;
-const waiting: Array<() => void> = [];
-
-async function slot(): Promise<() => void> {
-  if (running >= MAX_THREADS) await new Promise<void>((resolve) => waiting.push(resolve));
-  running++;
-  return () => {
-    running--;
-    waiting.shift()?.();
-  };
+interface ParseInput {
+  text: string;
+  bounds: YamlBounds;
+  subject: string;
 }
 
-/** `parseBoundedYamlStream`, on a worker thread when the text is large. */
+/** Texts up to this many characters are parsed on the calling thread. */
+export const INLINE_YAML_CHARS = 4 * 1024;
+/**
+ * Texts that may wait for one of the two threads (each holds its body meanwhile); beyond, a text is
+ * refused at once with YamlParserBusyError, before anything else is spent on it.
+ */
+export const MAX_WAITING_YAML_TEXTS = 8;
+
+/**
+ * Two threads, each with a heap enough for a 10 MiB body's values (never the whole process's memory),
+ * and far more time than a body at the bounds takes (about a second).
+ */
+const threads = new WorkerTasks<ParseInput, Parsed>(new URL(import.meta.url), 'yaml', {
+  threads: 2,
+  waiting: MAX_WAITING_YAML_TEXTS,
+  heapMb: 256,
+  timeoutMs: 30_000,
+});
+
+/**
+ * `parseBoundedYamlStream`, on a worker thread when the text is large; throws YamlParserBusyError
+ * when every thread is busy and the queue is full.
+ */
 export async function parseYamlStream(text: string, bounds: YamlBounds, subject: string): Promise<Parsed> {
   if (text.length <= INLINE_YAML_CHARS) return parseBoundedYamlStream(text, bounds, subject);
-  const release = await slot();
   try {
-    return await new Promise<Parsed>((resolve, reject) => {
-      const worker = new Worker(new URL(import.meta.url), {
-        workerData: { text, bounds, subject },
-        resourceLimits: { maxOldGenerationSizeMb: WORKER_HEAP_MB },
-      });
-      worker.once('message', (parsed: Parsed) => resolve(parsed));
-      worker.once('error', (error) => reject(error));
-      worker.once('exit', (code) => {
-        if (code !== 0) reject(new Error(`the YAML parser thread exited with ${code}`));
-      });
-    });
-  } catch {
+    return await threads.run({ text, bounds, subject });
+  } catch (error) {
+    if (error instanceof WorkerBusyError) throw error;
     // Out of the worker's memory (or the thread failed otherwise): the body is refused, never the process.
     return { problem: { message: `${subject} is too large to parse as YAML: send it as JSON` } };
-  } finally {
-    release();
   }
 }
 
-if (!isMainThread && parentPort && (workerData as { text?: unknown } | null)?.text !== undefined) {
-  const { text, bounds, subject } = workerData as { text: string; bounds: YamlBounds; subject: string };
-  parentPort.postMessage(parseBoundedYamlStream(text, bounds, subject));
-}
+serveTask<ParseInput, Parsed>('yaml', ({ text, bounds, subject }) => parseBoundedYamlStream(text, bounds, subject));

@@ -1,5 +1,5 @@
 /**
- * The apiserver's field selectors on lists: the syntax (common/field-selector-syntax.ts) and the fields
+ * The apiserver's field selectors on lists: the syntax (field-selector-syntax.ts) and the fields
  * each built-in type can be selected by (the registries' `GetAttrs`/`ToSelectableFields`), as strings.
  * Every type has `metadata.name` and `metadata.namespace`.
  */

@@ -2,12 +2,14 @@ import { Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { Authorizer } from '../access/authorizer.js';
+import { foreignFieldManager } from '../apply/field-manager.js';
 import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
 import { authorizationSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import { CLUSTER_NAME_PATTERN } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
+import { ResourceDiscovery } from '../resources/discovery.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { readBounded } from '../common/read-bounded.js';
 import { decideKubeAccess, kubeAccessOf, resourceIdOf } from './kube-access.js';
@@ -96,6 +98,7 @@ export class KubeService {
     private readonly gateway: ClusterGateway,
     private readonly authorizer: Authorizer,
     private readonly streams: StreamOwner,
+    private readonly discovery: ResourceDiscovery,
   ) {}
 
   async serve(caller: Caller, cluster: string, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
@@ -139,6 +142,8 @@ export class KubeService {
       const what = info.isResourceRequest ? `${resourceIdOf(info)} is forbidden` : `${path} is forbidden`;
       refuse(code, code === 403 ? `${what}: ${decision.reason}` : decision.reason, detailsOf(info));
     }
+    const foreignManager = foreignFieldManager(caller, query.getAll('fieldManager'));
+    if (foreignManager) refuse(403, foreignManager, detailsOf(info));
 
     const client = await this.gateway.clientFor(caller, cluster);
     if (review) return this.answerReview(caller, client, info, request, reply);
@@ -227,7 +232,8 @@ export class KubeService {
     try {
       if (info.resource === 'selfsubjectrulesreviews') {
         const namespace = typeof spec.namespace === 'string' ? spec.namespace : '';
-        status = rulesReviewStatus(this.authorizer, caller, conn.clusterName, namespace);
+        const types = await this.discovery.list(conn);
+        status = rulesReviewStatus(this.authorizer, caller, conn.clusterName, namespace, types);
       } else {
         let decision = accessReviewDecision(this.authorizer, caller, conn.clusterName, spec);
         if (decision.allowed && conn.impersonate) {

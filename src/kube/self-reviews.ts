@@ -1,6 +1,7 @@
 import type { Authorizer, Decision } from '../access/authorizer.js';
-import { ANY, coversNamespace, STATUS_SUFFIX } from '../access/rules.js';
+import { ANY, coversNamespace, coversResource, coversVerb, NAMED_ONLY_VERBS, STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
+import { resourceIdOf, type ResourceType } from '../k8s/resource-path.js';
 import { decideKubeAccess, kubeAccessOf } from './kube-access.js';
 import { nonResourceInfo, type RequestInfo } from '../k8s/request-info.js';
 
@@ -87,20 +88,50 @@ interface ResourceRule {
   resources: string[];
 }
 
-/** `<plural>.<group>` → its group and plural; `*` → every group. */
+/** What a rules review needs to know of a type the cluster serves (from its discovery). */
+type ServedType = Pick<ResourceType, 'group' | 'plural'> & Partial<Pick<ResourceType, 'namespaced' | 'subresources'>>;
+
+/** The verbs a `*` in a rule's verbs stands for on this path (never the terminal's, see NAMED_ONLY_VERBS). */
+const ANY_VERB = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
+const PARENT_VERBS = ['get', 'update', 'patch'];
+/** A terminal verb is a request on the pod's subresource of that name: GET (WebSocket) or POST (SPDY). */
+const TERMINAL_VERBS = [...NAMED_ONLY_VERBS];
+
+/** `<plural>.<group>` → its group and plural. */
 function splitId(id: string): { group: string; plural: string } {
-  if (id === ANY) return { group: ANY, plural: ANY };
   const dot = id.indexOf('.');
   return dot < 0 ? { group: '', plural: id } : { group: id.slice(dot + 1), plural: id.slice(0, dot) };
 }
 
+/** Rules with the same verbs and group in one rule, in the order first seen. */
+function merged(rules: ResourceRule[]): ResourceRule[] {
+  const byKey = new Map<string, ResourceRule>();
+  for (const rule of rules) {
+    const key = JSON.stringify([rule.verbs, rule.apiGroups]);
+    const same = byKey.get(key);
+    if (!same) byKey.set(key, { ...rule, resources: [...rule.resources] });
+    else for (const resource of rule.resources) if (!same.resources.includes(resource)) same.resources.push(resource);
+  }
+  return [...byKey.values()];
+}
+
 /**
  * The caller's rules on the cluster that apply in `namespace`, in RBAC's shape (what `kubectl auth
- * can-i --list` prints): `log` becomes `get` on `pods/log`, `scale` carries the parent's get, update
- * and patch and `status` the parent's get, as the routes map them; writing `status` comes only from a
- * rule naming `<resource>/status`.
+ * can-i --list` prints, as given), saying exactly what the service enforces: a `*` of resources is
+ * the types the cluster serves (`types`, its discovery) except those only a rule naming them grants
+ * (Secrets), and without a rule covering every namespace, not the cluster-scoped ones; a `*` of verbs
+ * is the request verbs, never the terminal's. `log` becomes `get` on `pods/log`, a terminal verb `get`
+ * and `create` on the pod's subresource of that name; `scale` carries the parent's get, update and
+ * patch and `status` the parent's get, as the routes map them (where the type has them); writing
+ * `status` comes only from a rule naming `<resource>/status`.
  */
-export function rulesReviewStatus(authorizer: Authorizer, caller: Caller, cluster: string, namespace: string) {
+export function rulesReviewStatus(
+  authorizer: Authorizer,
+  caller: Caller,
+  cluster: string,
+  namespace: string,
+  types: readonly ServedType[],
+) {
   if (caller.isAdmin) {
     return {
       resourceRules: [{ verbs: [ANY], apiGroups: [ANY], resources: [ANY] }],
@@ -112,33 +143,48 @@ export function rulesReviewStatus(authorizer: Authorizer, caller: Caller, cluste
   const resourceRules: ResourceRule[] = [];
   for (const rule of rules) {
     if (!coversNamespace(rule.namespaces, namespace === '' ? null : namespace)) continue;
-    const verbs = rule.verbs.includes(ANY) ? [ANY] : rule.verbs.filter((v) => v !== 'log');
-    if (verbs.includes('delete')) verbs.push('deletecollection');
+    const everywhere = coversNamespace(rule.namespaces, null);
+    const verbs = rule.verbs.includes(ANY) ? [...ANY_VERB] : rule.verbs.filter((v) => ANY_VERB.includes(v));
+    if (verbs.includes('delete') && !verbs.includes('deletecollection')) verbs.push('deletecollection');
+    const holds = (verb: string) => coversVerb(rule.verbs, verb);
+    const add = (group: string, resource: string, granted: string[]) => {
+      if (granted.length) resourceRules.push({ verbs: granted, apiGroups: [group], resources: [resource] });
+    };
     for (const id of rule.resources) {
       if (id.endsWith(STATUS_SUFFIX)) {
         const { group, plural } = splitId(id.slice(0, -STATUS_SUFFIX.length));
-        const writes = verbs.includes(ANY) ? ['update', 'patch'] : verbs.filter((v) => v === 'update' || v === 'patch');
-        if (writes.length) resourceRules.push({ verbs: writes, apiGroups: [group], resources: [`${plural}/status`] });
+        add(
+          group,
+          `${plural}/status`,
+          verbs.filter((v) => v === 'update' || v === 'patch'),
+        );
         continue;
       }
-      const { group, plural } = splitId(id);
-      if (verbs.length) resourceRules.push({ verbs, apiGroups: [group], resources: [plural] });
-      const parentVerbs = verbs.includes(ANY)
-        ? ['get', 'update', 'patch']
-        : verbs.filter((v) => ['get', 'update', 'patch'].includes(v));
-      if (parentVerbs.length) {
-        resourceRules.push({ verbs: parentVerbs, apiGroups: [group], resources: [`${plural}/scale`] });
+      const covered: ServedType[] =
+        id === ANY
+          ? types.filter((t) => coversResource(rule.resources, resourceIdOf(t)))
+          : [types.find((t) => resourceIdOf(t) === id) ?? splitId(id)];
+      for (const type of covered) {
+        // A cluster-scoped object is asked about with no namespace: only a rule covering every namespace grants it.
+        if (type.namespaced === false && !everywhere) continue;
+        const { group, plural } = type;
+        const has = (sub: string) => type.subresources === undefined || type.subresources.includes(sub);
+        add(group, plural, verbs);
+        if (has('scale'))
+          add(
+            group,
+            `${plural}/scale`,
+            PARENT_VERBS.filter((v) => verbs.includes(v)),
+          );
+        if (has('status')) add(group, `${plural}/status`, verbs.includes('get') ? ['get'] : []);
+        if (group !== '' || plural !== 'pods') continue;
+        add('', 'pods/log', holds('log') ? ['get'] : []);
+        for (const verb of TERMINAL_VERBS) add('', `pods/${verb}`, holds(verb) ? ['get', 'create'] : []);
       }
-      if (verbs.includes(ANY) || verbs.includes('get')) {
-        resourceRules.push({ verbs: ['get'], apiGroups: [group], resources: [`${plural}/status`] });
-      }
-      const logs = rule.verbs.includes(ANY) || rule.verbs.includes('log');
-      if (logs && (id === 'pods' || id === ANY))
-        resourceRules.push({ verbs: ['get'], apiGroups: [''], resources: ['pods/log'] });
     }
   }
   return {
-    resourceRules,
+    resourceRules: merged(resourceRules),
     nonResourceRules: rules.length ? [{ verbs: ['get'], nonResourceURLs: DISCOVERY_URLS }] : [],
     incomplete: false,
   };

@@ -17,6 +17,7 @@ import type { ClusterAnswer, SettledAnswer } from '../clusters/gateway/answer.js
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { patchRequest } from '../apply/apply-input.js';
+import { assertOwnFieldManager } from '../apply/field-manager.js';
 import { ResourceDiscovery } from './discovery.js';
 import {
   type DeleteResourceQueryDto,
@@ -310,6 +311,7 @@ export class ResourcesService {
   }
 
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
+    assertOwnFieldManager(caller, q.fieldManager);
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
     return this.noted(
@@ -319,6 +321,7 @@ export class ResourcesService {
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
+    assertOwnFieldManager(caller, q.fieldManager);
     const r = await this.resolve(caller, target, 'update');
     const object = this.withScope(r, objectBody(body));
     const metadata = object.metadata ?? {};

@@ -5,6 +5,7 @@ import { STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
 import { patchRequest } from '../apply/apply-input.js';
+import { assertOwnFieldManager } from '../apply/field-manager.js';
 import { patchContentType, resourceIdOf } from '../k8s/resource-path.js';
 import { type Resolved, type ResourceTarget, ResourcesService } from './resources.service.js';
 
@@ -44,6 +45,7 @@ export class SubresourcesService {
     body: unknown,
     q: WriteResourceQueryDto,
   ): Promise<ClusterResponse> {
+    assertOwnFieldManager(caller, q.fieldManager);
     const { r, path } = await this.resolve(caller, target, sub, 'update');
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new BadRequestException([`body must be a JSON object: the full ${sub} object you read, changed`]);

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { AuditService } from '../../src/audit/audit.service.js';
+import { ClusterGateway } from '../../src/clusters/gateway/cluster-gateway.js';
 import { kubeBinDir } from '../harness/binaries.js';
 import { kubeRequest, readAudit, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import type { TestApp } from '../support/app.js';
@@ -533,6 +534,8 @@ describe('apply: server-side apply of one or many documents', () => {
       ],
       [`a:\n${'- '.repeat(200)}x\n`, /indented deeper than 256 columns at line 2/],
       [laughs.join('\n'), /too many aliases/],
+      // A value that contains itself (it was a 500: it cannot become JSON).
+      ['apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: &d\n  a: [*d]\n', /contain itself\) at line 5/],
     ] as const) {
       const refused = await apply(hostile);
       assert.equal(refused.status, 400, refused.text);
@@ -650,5 +653,248 @@ describe('apply: server-side apply of one or many documents', () => {
       ['configmaps', nsSvc, 'beside', 201, 'alpha'],
       ['secrets', nsSvc, 'creds', 201, 'alpha'],
     ]);
+  });
+
+  test('Secrets are known by their type: values that are not strings never reach the cluster, however apiVersion is written', async () => {
+    const pin = 98765432123;
+    const nested = `nested-${pid}-value`;
+    const plain = `slash-${pid}-secret`;
+    const secret = (name: string, apiVersion: string, stringData: unknown) => ({
+      apiVersion,
+      kind: 'Secret',
+      metadata: { name },
+      stringData,
+    });
+    const res = await apply(
+      yamlStream([
+        secret('pin', 'v1', { pin }),
+        secret('nested', 'v1', { pin: { a: nested } }),
+        secret('slash-pin', '/v1', { pin }),
+        { ...secret('whole', 'v1', undefined), data: `whole-${pid}-value` },
+        secret('slash-ok', '/v1', { password: plain }),
+      ]),
+      { namespace: nsSvc, dryRun: 'All' },
+    );
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(
+      res.body.results.map((r: Obj) => [r.action, r.status?.code ?? null]),
+      [
+        ['error', 400],
+        ['error', 400],
+        ['error', 400],
+        ['error', 400],
+        ['created', null],
+      ],
+      res.text,
+    );
+    assert.match(res.body.results[0].status.message, /^document 1 \(line 1\): stringData.pin must be a string/);
+    assert.match(res.body.results[2].status.message, /stringData.pin must be a string/);
+    assert.match(res.body.results[3].status.message, /data must be a mapping of keys to strings/);
+    // The cluster takes `/v1` as a core Secret (the dry run creates it), and its value is hidden as any Secret's.
+    assert.match(res.body.results[4].diff, /password: "?\*\*\*"?/);
+    for (const value of [String(pin), nested, plain, `whole-${pid}-value`]) {
+      assert.ok(!res.text.includes(value), `found ${value}`);
+    }
+  });
+
+  test('a document over 3 MiB as JSON is an error 413 and is not sent; a large one within it gets its diff', async () => {
+    const cm = (name: string, data: Record<string, string>) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: nsSvc },
+      data,
+    });
+    const keys = (n: number, value: string) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, `${value}-${i}`]));
+    const res = await apply([cm('huge', { big: 'x'.repeat(3.5 * 1024 * 1024) }), cm('large', keys(4000, 'a'))], {
+      dryRun: 'All',
+    });
+    assert.equal(res.status, 200, res.text.slice(0, 500));
+    const [huge, large] = res.body.results;
+    assert.deepEqual([huge.action, huge.status.code, huge.status.reason], ['error', 413, 'RequestEntityTooLarge']);
+    assert.match(
+      huge.status.message,
+      /^document 1 is larger than 3 MiB as JSON, the most an API server takes in one write$/,
+    );
+    // Over 64 KiB: diffed on a thread, the same diff as inline.
+    assert.equal(large.action, 'created');
+    assert.match(large.diff, /^\+ {2}k3999: a-3999$/m);
+  });
+
+  test("fieldManager: a caller writes as its own cas: manager or one of its choosing, never as another user's (403)", async () => {
+    await request(t.app, 'POST', '/api/v1/admin/roles', {
+      token: admin,
+      body: {
+        name: `apply-fm-${pid}`,
+        rules: [{ clusters: ['alpha'], namespaces: [nsSvc], resources: ['configmaps'], verbs: ['*'] }],
+      },
+    });
+    const user = await createUser(t, { role: `apply-fm-${pid}` as never });
+    const dev = await login(t, user);
+    const headers = { 'x-cluster-name': 'alpha' };
+    const cm = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { a: '1' } });
+    const attempts = (manager: string) => [
+      applyAs(dev, [cm('fm-apply')], { namespace: nsSvc, fieldManager: manager }),
+      request(t.app, 'PATCH', `/api/v1/configmaps/${nsSvc}/fm-patch`, {
+        token: dev,
+        headers,
+        query: { patchType: 'apply', fieldManager: manager },
+        body: cm('fm-patch'),
+      }),
+      request(t.app, 'POST', `/api/v1/configmaps/${nsSvc}`, {
+        token: dev,
+        headers,
+        query: { fieldManager: manager },
+        body: cm('fm-create'),
+      }),
+      request(t.app, 'PUT', `/api/v1/configmaps/${nsSvc}/fm-create`, {
+        token: dev,
+        headers,
+        query: { fieldManager: manager },
+        body: { ...cm('fm-create'), metadata: { name: 'fm-create', resourceVersion: '1' } },
+      }),
+      request(t.app, 'PATCH', `/api/v1/configmaps/${nsSvc}/fm-create`, {
+        token: dev,
+        headers,
+        query: { patchType: 'merge', fieldManager: manager },
+        body: { data: { b: '2' } },
+      }),
+    ];
+    for (const manager of ['cas:admin', `cas:key:deployer-${pid}`, 'CAS:someone']) {
+      for (const res of await Promise.all(attempts(manager))) {
+        assert.equal(res.status, 403, res.text);
+        assert.match(res.body.message, new RegExp(`fieldManager '${manager}' is not yours.*'cas:${user.username}'`));
+      }
+    }
+    for (const name of ['fm-apply', 'fm-patch', 'fm-create']) {
+      assert.equal((await kubeRequest(cp, 'GET', `/api/v1/namespaces/${nsSvc}/configmaps/${name}`)).status, 404);
+    }
+    // Its own, and a manager without the prefix, are accepted.
+    const own = await applyAs(dev, [cm('fm-apply')], { namespace: nsSvc, fieldManager: `cas:${user.username}` });
+    assert.equal(own.body.results[0].action, 'created', own.text);
+    const chosen = await applyAs(dev, [{ ...cm('fm-apply'), data: { a: '1', c: '3' } }], {
+      namespace: nsSvc,
+      fieldManager: 'ci-pipeline',
+    });
+    assert.equal(chosen.body.results[0].action, 'configured', chosen.text);
+    const managed = (await live(`/api/v1/namespaces/${nsSvc}/configmaps/fm-apply`)).metadata.managedFields;
+    assert.deepEqual(managed.map((m: Obj) => m.manager).sort(), ['ci-pipeline', `cas:${user.username}`].sort());
+  });
+
+  test('a caller who may only create (or only patch) gets the cluster’s answer on the object as it is when written', async () => {
+    await request(t.app, 'POST', '/api/v1/admin/roles', {
+      token: admin,
+      body: {
+        name: `apply-create-only-${pid}`,
+        rules: [{ clusters: ['alpha'], namespaces: [nsSvc], resources: ['configmaps'], verbs: ['get', 'create'] }],
+      },
+    });
+    await request(t.app, 'POST', '/api/v1/admin/roles', {
+      token: admin,
+      body: {
+        name: `apply-patch-only-${pid}`,
+        rules: [{ clusters: ['alpha'], namespaces: [nsSvc], resources: ['configmaps'], verbs: ['get', 'patch'] }],
+      },
+    });
+    const creator = await login(t, await createUser(t, { role: `apply-create-only-${pid}` as never }));
+    const patcher = await login(t, await createUser(t, { role: `apply-patch-only-${pid}` as never }));
+    const cm = (name: string, value: string) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: nsSvc },
+      data: { owner: value },
+    });
+    const path = (name: string) => `/api/v1/namespaces/${nsSvc}/configmaps/${name}`;
+    // Another actor changes the object right after the service has read it (the read answers first).
+    const gateway = t.app.get(ClusterGateway);
+    const clientFor = gateway.clientFor.bind(gateway);
+    let afterRead: Record<string, () => Promise<unknown>> = {};
+    gateway.clientFor = async (caller, name) => {
+      const client = await clientFor(caller, name);
+      const send = client.send.bind(client);
+      client.send = async (call) => {
+        const answer = await send(call);
+        const act = call.method === 'GET' ? afterRead[call.path] : undefined;
+        delete afterRead[call.path];
+        if (act) await act();
+        return answer;
+      };
+      return client;
+    };
+    try {
+      // Created by someone else between the read (absent) and the write: a create-only caller may not patch it.
+      for (const [name, query] of [
+        ['raced-dry', { dryRun: 'All' }],
+        ['raced-forced', { force: 'true' }],
+        ['raced', {}],
+      ] as Array<[string, Record<string, string>]>) {
+        // The other actor's fields do not overlap the document's: nothing but the rules stands in the way.
+        const theirs = { ...cm(name, ''), data: { other: 'x' } };
+        afterRead = { [path(name)]: () => kubeRequest(cp, 'POST', path(name).replace(/\/[^/]+$/, ''), theirs) };
+        const raced = await applyAs(creator, [cm(name, 'creator')], query);
+        const [result] = raced.body.results;
+        assert.equal(result.action, 'error', raced.text);
+        assert.equal(result.status.code, 409);
+        assert.match(
+          result.status.message,
+          new RegExp(
+            `configmaps '${name}' exists: it was created after it was read, and your roles allow create but not patch`,
+          ),
+        );
+      }
+      const kept = await live(path('raced'));
+      assert.deepEqual(kept.data, { other: 'x' });
+      assert.ok(
+        !kept.metadata.managedFields.some((m: Obj) => m.manager.startsWith('cas:')),
+        'the creator owns nothing',
+      );
+
+      // Deleted between the read (present) and the write: a patch-only caller may not create it again.
+      await kubeRequest(cp, 'POST', path('gone').replace(/\/[^/]+$/, ''), cm('gone', 'other'));
+      afterRead = { [path('gone')]: () => kubeRequest(cp, 'DELETE', path('gone')) };
+      const gone = await applyAs(patcher, [cm('gone', 'patcher')]);
+      assert.equal(gone.body.results[0].action, 'error', gone.text);
+      assert.equal(gone.body.results[0].status.code, 409);
+      assert.match(gone.body.results[0].status.message, /configmaps 'gone' no longer exists as it was read/);
+      assert.equal((await kubeRequest(cp, 'GET', path('gone'))).status, 404, 'not created again');
+
+      // Without a race each does what its rules allow.
+      afterRead = {};
+      assert.equal((await applyAs(creator, [cm('fresh', 'creator')])).body.results[0].action, 'created');
+      const again = await applyAs(creator, [cm('fresh', 'changed')]);
+      assert.deepEqual([again.body.results[0].action, again.body.results[0].status.code], ['error', 403]);
+      const patched = await applyAs(patcher, [
+        { ...cm('fresh', 'creator'), data: { owner: 'creator', by: 'patcher' } },
+      ]);
+      assert.equal(patched.body.results[0].action, 'configured', patched.text);
+      assert.deepEqual((await live(path('fresh'))).data, { owner: 'creator', by: 'patcher' });
+    } finally {
+      gateway.clientFor = clientFor;
+    }
+  });
+
+  test('re-applying an unchanged Namespace is unchanged, though the apiserver records its earlier fields', async () => {
+    const name = `apply-plain-${pid}`;
+    const ns = { apiVersion: 'v1', kind: 'Namespace', metadata: { name } };
+    try {
+      const actions: string[] = [];
+      const diffs: string[] = [];
+      for (const query of [{}, { dryRun: 'All' }, {}, {}] as Array<Record<string, string>>) {
+        const res = await apply([ns], query);
+        actions.push(res.body.results[0].action);
+        diffs.push(res.body.results[0].diff);
+      }
+      // The second real apply is a write of the apiserver's own (managedFields gets `before-first-apply`,
+      // as with kubectl): nothing the document sets changed.
+      assert.deepEqual(actions, ['created', 'unchanged', 'unchanged', 'unchanged']);
+      assert.deepEqual(diffs.slice(1), ['', '', '']);
+      const managers = (await live(`/api/v1/namespaces/${name}`)).metadata.managedFields.map((m: Obj) => m.manager);
+      assert.deepEqual(managers, ['before-first-apply']);
+      const labelled = await apply([{ ...ns, metadata: { name, labels: { team: 'shop' } } }]);
+      assert.equal(labelled.body.results[0].action, 'configured');
+      assert.match(labelled.body.results[0].diff, /^\+ {4}team: shop$/m);
+    } finally {
+      await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${name}`);
+    }
   });
 });

@@ -28,7 +28,17 @@ const dev: Caller = {
   keyExpiresAt: null,
 };
 const admin: Caller = { ...dev, roles: ['admin'], isAdmin: true, rules: [] };
-const ask = (caller: Caller, resourceAttributes: Record<string, string>) =>
+/** Discovery as a v1.20 apiserver answers it, in part. */
+const TYPES = [
+  { group: '', plural: 'pods', namespaced: true, subresources: ['attach', 'exec', 'log', 'portforward', 'status'] },
+  { group: '', plural: 'configmaps', namespaced: true, subresources: [] },
+  { group: '', plural: 'secrets', namespaced: true, subresources: [] },
+  { group: '', plural: 'namespaces', namespaced: false, subresources: ['finalize', 'status'] },
+  { group: '', plural: 'nodes', namespaced: false, subresources: ['proxy'] },
+  { group: 'apps', plural: 'deployments', namespaced: true, subresources: ['scale', 'status'] },
+];
+const REQUEST = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
+const ask = (caller: Caller, resourceAttributes: Record<string, string | undefined>) =>
   accessReviewDecision(authorizer, caller, 'a', { resourceAttributes });
 
 describe('self reviews', () => {
@@ -86,33 +96,74 @@ describe('self reviews', () => {
   });
 
   test("rules reviews list the caller's rules in the namespace in RBAC's shape", () => {
-    const inShop = rulesReviewStatus(authorizer, dev, 'a', 'shop');
+    const inShop = rulesReviewStatus(authorizer, dev, 'a', 'shop', TYPES);
     assert.deepEqual(inShop.resourceRules, [
       { verbs: ['get', 'list', 'delete', 'deletecollection'], apiGroups: [''], resources: ['pods'] },
-      { verbs: ['get'], apiGroups: [''], resources: ['pods/scale'] },
-      { verbs: ['get'], apiGroups: [''], resources: ['pods/status'] },
-      { verbs: ['get'], apiGroups: [''], resources: ['pods/log'] },
+      { verbs: ['get'], apiGroups: [''], resources: ['pods/status', 'pods/log'] },
       { verbs: ['get', 'list', 'delete', 'deletecollection'], apiGroups: ['apps'], resources: ['deployments'] },
-      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/scale'] },
-      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/status'] },
+      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/scale', 'deployments/status'] },
     ]);
-    assert.deepEqual(rulesReviewStatus(authorizer, dev, 'a', 'other').resourceRules, []);
+    assert.deepEqual(rulesReviewStatus(authorizer, dev, 'a', 'other', TYPES).resourceRules, []);
     // update and patch of the object write its scale, never its status: that takes a rule naming it
     const writer: Caller = {
       ...dev,
       rules: [
         { role: 'w', clusters: ['a'], namespaces: ['shop'], resources: ['deployments.apps'], verbs: ['*'] },
         { role: 'w', clusters: ['a'], namespaces: ['shop'], resources: ['pods/status'], verbs: ['patch', 'get'] },
+        { role: 'w', clusters: ['a'], namespaces: ['shop'], resources: ['pods'], verbs: ['exec', 'log'] },
       ],
     };
-    assert.deepEqual(rulesReviewStatus(authorizer, writer, 'a', 'shop').resourceRules, [
-      { verbs: ['*'], apiGroups: ['apps'], resources: ['deployments'] },
+    assert.deepEqual(rulesReviewStatus(authorizer, writer, 'a', 'shop', TYPES).resourceRules, [
+      { verbs: [...REQUEST], apiGroups: ['apps'], resources: ['deployments'] },
       { verbs: ['get', 'update', 'patch'], apiGroups: ['apps'], resources: ['deployments/scale'] },
       { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/status'] },
       { verbs: ['patch'], apiGroups: [''], resources: ['pods/status'] },
+      { verbs: ['get'], apiGroups: [''], resources: ['pods/log'] },
+      { verbs: ['get', 'create'], apiGroups: [''], resources: ['pods/exec'] },
     ]);
-    assert.deepEqual(rulesReviewStatus(authorizer, admin, 'a', 'other').resourceRules, [
+    assert.deepEqual(rulesReviewStatus(authorizer, admin, 'a', 'other', TYPES).resourceRules, [
       { verbs: ['*'], apiGroups: ['*'], resources: ['*'] },
     ]);
+  });
+
+  test("a '*' rule lists what it enforces: the served types but Secrets, no terminal verb, no status write", () => {
+    const wildcard = (namespaces: string[]): Caller => ({
+      ...dev,
+      rules: [{ role: 'w', clusters: ['a'], namespaces, resources: ['*'], verbs: ['*'] }],
+    });
+    const inShop = rulesReviewStatus(authorizer, wildcard(['shop']), 'a', 'shop', TYPES).resourceRules;
+    assert.deepEqual(inShop, [
+      { verbs: [...REQUEST], apiGroups: [''], resources: ['pods', 'configmaps'] },
+      { verbs: ['get'], apiGroups: [''], resources: ['pods/status', 'pods/log'] },
+      { verbs: [...REQUEST], apiGroups: ['apps'], resources: ['deployments'] },
+      { verbs: ['get', 'update', 'patch'], apiGroups: ['apps'], resources: ['deployments/scale'] },
+      { verbs: ['get'], apiGroups: ['apps'], resources: ['deployments/status'] },
+    ]);
+    // Every verb of every listed resource is one the path allows, and nothing the path refuses is listed.
+    for (const rule of inShop) {
+      for (const resource of rule.resources) {
+        const [plural, subresource = ''] = resource.split('/');
+        for (const verb of rule.verbs) {
+          const asked = { verb, group: rule.apiGroups[0], resource: plural, subresource, namespace: 'shop' };
+          assert.equal(ask(wildcard(['shop']), asked).allowed, true, JSON.stringify(asked));
+        }
+      }
+    }
+    for (const refused of [
+      { verb: 'get', resource: 'secrets', namespace: 'shop' },
+      { verb: 'create', resource: 'pods', subresource: 'exec', namespace: 'shop' },
+      { verb: 'patch', group: 'apps', resource: 'deployments', subresource: 'status', namespace: 'shop' },
+      { verb: 'get', resource: 'namespaces', name: 'shop' },
+    ]) {
+      assert.equal(ask(wildcard(['shop']), refused).allowed, false, JSON.stringify(refused));
+    }
+    // With every namespace, the cluster-scoped types too.
+    const everywhere = rulesReviewStatus(authorizer, wildcard(['*']), 'a', 'shop', TYPES).resourceRules;
+    assert.deepEqual(everywhere[0], {
+      verbs: [...REQUEST],
+      apiGroups: [''],
+      resources: ['pods', 'configmaps', 'namespaces', 'nodes'],
+    });
+    assert.ok(!JSON.stringify(everywhere).includes('secrets'));
   });
 });

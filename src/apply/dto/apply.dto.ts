@@ -27,7 +27,10 @@ export class ApplyQueryDto {
   )
   force?: boolean;
 
-  /** Who the applied fields belong to in `managedFields`; default `cas:<username>` (`cas:key:<name>` for an API key). */
+  /**
+   * Who the applied fields belong to in `managedFields`; default `cas:<username>` (`cas:key:<name>` for an API
+   * key). Another `cas:` manager (another user's or key's) is a 403.
+   */
   @IsOptional()
   @IsString()
   @MaxLength(128)

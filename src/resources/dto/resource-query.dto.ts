@@ -185,7 +185,7 @@ export class WriteResourceQueryDto {
   @IsIn(['All'])
   dryRun?: string;
 
-  /** Name of the actor making the change, recorded in managedFields. */
+  /** Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403. */
   @IsOptional()
   @IsString()
   @MaxLength(128)

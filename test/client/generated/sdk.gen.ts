@@ -1174,7 +1174,8 @@ export const searchResources = <ThrowOnError extends boolean = false>(options: O
  * CustomResourceDefinitions first (a kind whose CRD is applied in the same request is usable once the cluster
  * serves it), each document authorized as `create` (absent) or `patch` (present). One result per document, in
  * the documents' order, with a unified diff of the object before and after; a document that fails does not
- * stop the others. A Secret's `data` and `stringData` values never appear (`***`).
+ * stop the others. A Secret's `data` and `stringData` values never appear (`***`). YAML aliases may expand
+ * the documents to at most 20 MiB as JSON (400 naming the lines beyond).
  *
  * Needs a signed-in user or an API key with a role.
  */

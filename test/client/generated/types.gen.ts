@@ -3108,7 +3108,7 @@ export type CreateResourceData = {
          */
         dryRun?: 'All';
         /**
-         * Name of the actor making the change, recorded in managedFields.
+         * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
     };
@@ -3537,7 +3537,7 @@ export type PatchResourceData = {
          */
         force?: boolean;
         /**
-         * Name of the actor making the change, recorded in managedFields.
+         * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
     };
@@ -3645,7 +3645,7 @@ export type ReplaceResourceData = {
          */
         dryRun?: 'All';
         /**
-         * Name of the actor making the change, recorded in managedFields.
+         * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
     };
@@ -4102,7 +4102,7 @@ export type PatchSubresourceData = {
          */
         force?: boolean;
         /**
-         * Name of the actor making the change, recorded in managedFields.
+         * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
     };
@@ -4210,7 +4210,7 @@ export type ReplaceSubresourceData = {
          */
         dryRun?: 'All';
         /**
-         * Name of the actor making the change, recorded in managedFields.
+         * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
     };
@@ -4383,7 +4383,8 @@ export type ApplyResourcesData = {
          */
         force?: boolean;
         /**
-         * Who the applied fields belong to in `managedFields`; default `cas:<username>` (`cas:key:<name>` for an API key).
+         * Who the applied fields belong to in `managedFields`; default `cas:<username>` (`cas:key:<name>` for an API
+         * key). Another `cas:` manager (another user's or key's) is a 403.
          */
         fieldManager?: string;
     };
@@ -4400,6 +4401,8 @@ export type ApplyResourcesErrors = {
      */
     401: ErrorResponseDto;
     /**
+     * The caller may neither create nor patch on the cluster, or `fieldManager` names another user or key (`cas:…`)
+     *
      * The caller is not allowed to do this
      */
     403: ErrorResponseDto;
@@ -4424,7 +4427,7 @@ export type ApplyResourcesErrors = {
      */
     502: ErrorResponseDto;
     /**
-     * The service is shutting down; try again (another replica answers)
+     * The service is shutting down, or too many large YAML bodies wait for a parser: try again after `Retry-After` seconds (or send JSON)
      */
     503: ErrorResponseDto;
     /**
