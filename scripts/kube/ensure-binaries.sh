@@ -189,7 +189,8 @@ build_pid=$!
 while kill -0 "$build_pid" 2>/dev/null; do
   for _ in $(seq 30); do kill -0 "$build_pid" 2>/dev/null || break; sleep 1; done
   kill -0 "$build_pid" 2>/dev/null || break
-  last=$(grep -v '^\s*$' "$build_log" | tail -1 | cut -c1-120)
+  # (an empty log so far is no error: grep's status would end the script under pipefail)
+  last=$({ grep -v '^\s*$' "$build_log" || true; } | tail -1 | cut -c1-120)
   log "  still building ... (_output $(du -sm "$TREE/_output" 2>/dev/null | cut -f1) MB) ${last:+| $last}"
 done
 if ! wait "$build_pid"; then
