@@ -78,7 +78,13 @@ describe('refused logins are tallied, not one audit row each (#7)', () => {
     const added = (await auditRows(t)).slice(before);
     // Per address and window: the real attempts (401) plus at most 2 statuses × (10 names + 1 shared row).
     const bound = ADDRESSES.length * (MAX_FAILURES_PER_ADDRESS + 2 * 11) + 1;
-    assert.ok(added.length <= bound, `${added.length} rows for 2,000 logins, bound ${bound}`);
+    // On failure, say which rows there were (operation, status, address, named or shared, window start).
+    const breakdown: Record<string, number> = {};
+    for (const r of added) {
+      const key = `${r.operation} ${r.statusCode} ${r.clientAddress} ${r.actorName === null ? 'shared' : 'named'} ${Math.floor(r.at.getTime() / 900_000)}`;
+      breakdown[key] = (breakdown[key] ?? 0) + 1;
+    }
+    assert.ok(added.length <= bound, `${added.length} rows for 2,000 logins, bound ${bound}: ${JSON.stringify(breakdown)}`);
     const logins = added.filter((r) => r.operation === 'login');
     assert.equal(
       logins.reduce((sum, r) => sum + r.count, 0),
