@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { ClusterClientFactory } from './cluster-client.factory.js';
+import { ClusterNamespaces } from './cluster-namespaces.js';
 import { ClusterHealthService } from './cluster-health.service.js';
 import { ClusterEntity } from './cluster.entity.js';
 import { ClustersBootstrapService } from './clusters-bootstrap.service.js';
@@ -19,6 +20,7 @@ import { SecretBox, secretBoxFromConfig } from './secret-box.js';
     ClusterClientFactory,
     ClusterGateway,
     ClusterAccessReview,
+    ClusterNamespaces,
     ClusterHealthService,
     ClustersService,
     ClustersBootstrapService,
