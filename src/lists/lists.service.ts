@@ -13,7 +13,7 @@ import { FieldSelectorError, type FieldTerm, matchesFields, parseFieldSelector }
 import type { Entry, ListCache } from './list-cache.js';
 import { ListCaches } from './list-caches.js';
 import { type NoticeClient, NoticeStream, noticesSince } from './notice-stream.js';
-import { WriteMarks } from './write-marks.js';
+import { WriteMarks } from '../clusters/gateway/write-marks.js';
 
 export type { NoticeClient } from './notice-stream.js';
 
