@@ -11,6 +11,7 @@ import {
   NAMED_ONLY_VERBS,
   type Verb,
 } from './rules.js';
+import { clusterGrants, type ClusterRulesIn, type NamespaceReach, type ServiceGrant, verbsHeld } from './namespaces.js';
 
 export { VERBS, type Verb } from './rules.js';
 
@@ -42,6 +43,9 @@ export interface Permissions {
 
 const allow = (reason: string): Decision => ({ allowed: true, reason });
 const deny = (reason: string): Decision => ({ allowed: false, reason });
+/** Rules reviews asked of a cluster at once when working out the namespaces a person reaches. */
+const REVIEWS_AT_ONCE = 8;
+
 const quoted = (values: Iterable<string>) => [...new Set(values)].map((v) => (v === ANY ? "'*'" : v)).join(', ');
 
 /**
@@ -103,6 +107,58 @@ export class Authorizer {
         .filter((r) => coversName(r.clusters, cluster))
         .map((r) => ({ role: r.role, namespaces: r.namespaces, resources: r.resources, verbs: r.verbs })),
     };
+  }
+
+  /**
+   * The namespaces in which the caller's rules grant `verb` on `resource` (null: every namespace, a
+   * rule covering `*`). Named namespaces need not exist on the cluster.
+   */
+  grantedNamespaces(caller: Caller, request: Omit<AccessRequest, 'namespace'>): Set<string> | null {
+    if (this.can(caller, { ...request, namespace: null }).allowed) return null;
+    const { verb, cluster, resource } = request;
+    return new Set(
+      (caller.rules ?? [])
+        .filter((r) => coversName(r.clusters, cluster) && coversVerb(r.verbs, verb) && coversResource(r.resources, resource))
+        .flatMap((r) => r.namespaces)
+        .filter((ns) => ns !== ANY),
+    );
+  }
+
+  /**
+   * The namespaces of `namespaces` (the cluster's) the caller can reach, with the verbs it holds in each:
+   * its rules against each namespace, and where the cluster has a say (`clusterRulesIn`, an impersonating
+   * cluster's rules for the person) only what the cluster grants too, on a type both cover. Sorted by name.
+   */
+  async namespacesFor(
+    caller: Caller,
+    cluster: string,
+    namespaces: readonly string[],
+    clusterRulesIn?: ClusterRulesIn,
+  ): Promise<NamespaceReach[]> {
+    const candidates = namespaces
+      .map((name) => ({ name, grants: this.grantsIn(caller, cluster, name) }))
+      .filter((c) => c.grants.length > 0);
+    const reach: NamespaceReach[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < candidates.length) {
+        const { name, grants } = candidates[next++];
+        const theirs = clusterRulesIn && (await clusterRulesIn(name));
+        const verbs = verbsHeld(grants, coversVerb, theirs && clusterGrants(theirs));
+        if (verbs.length) reach.push({ name, verbs });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(REVIEWS_AT_ONCE, candidates.length) }, worker));
+    return reach.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** What the caller's rules grant in one namespace of a cluster (the pseudo-resource `metrics` is no namespace's). */
+  private grantsIn(caller: Caller, cluster: string, namespace: string): ServiceGrant[] {
+    if (caller.isAdmin) return [{ all: true, resources: [ANY], verbs: [ANY] }];
+    return (caller.rules ?? [])
+      .filter((r) => coversName(r.clusters, cluster) && coversNamespace(r.namespaces, namespace))
+      .map((r) => ({ all: false, resources: r.resources.filter((id) => id !== 'metrics'), verbs: r.verbs }))
+      .filter((g) => g.resources.length > 0);
   }
 
   /** The closest miss, so that a 403 says what is lacking. */

@@ -5,7 +5,6 @@ import type { AuditedDocument } from '../audit/audit-facts.js';
 import type { Caller } from '../auth/caller.js';
 import { clusterNameOf } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
-import { WriteMarks } from '../lists/write-marks.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { ResourceDiscovery } from '../resources/discovery.js';
 import {
@@ -145,7 +144,6 @@ export class ApplyService {
     private readonly gateway: ClusterGateway,
     private readonly discovery: ResourceDiscovery,
     private readonly authorizer: Authorizer,
-    private readonly marks: WriteMarks,
   ) {}
 
   async apply(
@@ -277,8 +275,7 @@ export class ApplyService {
       if (res.statusCode !== 200 && res.statusCode !== 201)
         return fail(this.clusterStatus(run, res.statusCode, answer));
       const after = run.cluster.parse(answer, `PATCH ${target.path}`) as Obj;
-      // Read-your-writes: a paged list of this type through this replica waits for the applied version.
-      if (!run.q.dryRun) this.marks.note(run.cluster.name, target.id, answer);
+      // Read-your-writes: the gateway's write hook marked the applied version for paged lists of this type.
       result.action = actionOf(before, after, Boolean(run.q.dryRun));
       const label = [target.namespace, target.id, target.name].filter(Boolean).join('/');
       result.diff = await diffOf({ label, before, after, secret: target.secret }, liveBody.length + answer.length);

@@ -1,10 +1,11 @@
 import { Body, Controller, Delete, Get, Param, Post, Put } from '@nestjs/common';
-import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import { Authorizer } from '../access/authorizer.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import type { Caller } from '../auth/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
+import { ClusterNamespaces } from './cluster-namespaces.js';
 import { ClustersService } from './clusters.service.js';
 import { CreateClusterDto, ImportClustersDto, UpdateClusterDto } from './dto/cluster-requests.dto.js';
 import {
@@ -12,6 +13,7 @@ import {
   ClusterCreatedDto,
   ClusterDto,
   ClusterMessageDto,
+  ClusterNamespacesDto,
   ClustersImportedDto,
 } from './dto/cluster.dto.js';
 
@@ -94,6 +96,7 @@ export class AvailableClustersController {
   constructor(
     private readonly clusters: ClustersService,
     private readonly authorizer: Authorizer,
+    private readonly namespaces: ClusterNamespaces,
   ) {}
 
   /**
@@ -105,5 +108,21 @@ export class AvailableClustersController {
   @ApiOkResponse({ type: AvailableClusterDto, isArray: true })
   listAvailableClusters(@Auth() caller: Caller): Promise<AvailableClusterDto[]> {
     return this.clusters.listAvailableClusters((cluster) => this.authorizer.grantsAnythingOn(caller, cluster));
+  }
+
+  /**
+   * The namespaces of the cluster the caller can reach, each with the verbs it holds there: what a
+   * console's namespace picker shows, also to a person who may not list namespaces. The caller's rules
+   * decide; on an impersonating cluster the cluster's own RBAC for the person (a SelfSubjectRulesReview
+   * per namespace, reused for 5 s) must grant the verb too, on a type the rules cover. Any caller with a
+   * rule on the cluster; at most 10,000 namespaces are looked at.
+   */
+  @Authenticated()
+  @Get(':name/namespaces')
+  @ApiParam({ name: 'name', type: String, description: 'Name of the cluster', example: 'production' })
+  @ApiOkResponse({ type: ClusterNamespacesDto })
+  @ApiErrors(400, 404, 409, 502, 504)
+  listClusterNamespaces(@Auth() caller: Caller, @Param('name') name: string): Promise<ClusterNamespacesDto> {
+    return this.namespaces.list(caller, name);
   }
 }

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { ClusterClientFactory } from './cluster-client.factory.js';
+import { ClusterNamespaces } from './cluster-namespaces.js';
 import { ClusterHealthService } from './cluster-health.service.js';
 import { ClusterEntity } from './cluster.entity.js';
 import { ClustersBootstrapService } from './clusters-bootstrap.service.js';
@@ -9,6 +10,7 @@ import { AvailableClustersController, ClustersController } from './clusters.cont
 import { ClustersService } from './clusters.service.js';
 import { ClusterAccessReview } from './gateway/access-review.js';
 import { ClusterGateway } from './gateway/cluster-gateway.js';
+import { WriteMarks } from './gateway/write-marks.js';
 import { SecretBox, secretBoxFromConfig } from './secret-box.js';
 
 @Module({
@@ -18,11 +20,13 @@ import { SecretBox, secretBoxFromConfig } from './secret-box.js';
     { provide: SecretBox, useFactory: (config: AppConfig) => secretBoxFromConfig(config), inject: [APP_CONFIG] },
     ClusterClientFactory,
     ClusterGateway,
+    WriteMarks,
     ClusterAccessReview,
+    ClusterNamespaces,
     ClusterHealthService,
     ClustersService,
     ClustersBootstrapService,
   ],
-  exports: [ClusterGateway, ClusterAccessReview, ClustersService],
+  exports: [ClusterGateway, ClusterAccessReview, ClustersService, WriteMarks],
 })
 export class ClustersModule {}

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { HttpException, Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { Authorizer } from '../access/authorizer.js';
@@ -7,6 +7,7 @@ import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.
 import { authorizationSecret } from '../auth/auth.guard.js';
 import type { Caller } from '../auth/caller.js';
 import { CLUSTER_NAME_PATTERN } from '../clusters/cluster-name.js';
+import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { ResourceDiscovery } from '../resources/discovery.js';
@@ -99,6 +100,7 @@ export class KubeService {
     private readonly authorizer: Authorizer,
     private readonly streams: StreamOwner,
     private readonly discovery: ResourceDiscovery,
+    private readonly reviews: ClusterAccessReview,
   ) {}
 
   async serve(caller: Caller, cluster: string, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
@@ -259,25 +261,14 @@ export class KubeService {
   ) {
     const conn = client.conn;
     const impersonate = client.identity!;
-    const answer = await this.forwarder.forward(client, {
-      method: 'POST',
-      path: `/apis/authorization.k8s.io/${encodeSegment(info.apiVersion)}/selfsubjectaccessreviews`,
-      query: new URLSearchParams(),
-      headers: { contentType: 'application/json', accept: 'application/json' },
-      body: Readable.from([Buffer.from(JSON.stringify({ ...review, status: undefined }))]),
-      longLived: false,
-    });
-    const text = await readBounded(
-      answer.body as Readable, // a review is never gathered
-      MAX_REVIEW_BYTES,
-      () => new KubeStatusException(502, `cluster '${conn.clusterName}' answered a review with too much`),
-    );
-    let status: { allowed?: unknown; reason?: unknown } | undefined;
+    let answer;
     try {
-      status = (JSON.parse(text.toString('utf8')) as { status?: typeof status }).status;
-    } catch {
-      status = undefined;
+      answer = await this.reviews.review(client, info.apiVersion, review);
+    } catch (error) {
+      if (error instanceof HttpException) refuse(error.getStatus(), error.message);
+      throw error;
     }
+    const { status } = answer;
     if (answer.statusCode !== 201 || status === undefined) {
       refuse(502, `cluster '${conn.clusterName}' answered the access review with ${answer.statusCode}`);
     }

@@ -1,6 +1,5 @@
 import { BadRequestException, ForbiddenException, Injectable } from '@nestjs/common';
 import { type AccessRequest, Authorizer } from '../access/authorizer.js';
-import { ANY, coversName, coversResource, coversVerb } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
 import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
@@ -14,7 +13,7 @@ import { FieldSelectorError, type FieldTerm, matchesFields, parseFieldSelector }
 import type { Entry, ListCache } from './list-cache.js';
 import { ListCaches } from './list-caches.js';
 import { type NoticeClient, NoticeStream, noticesSince } from './notice-stream.js';
-import { WriteMarks } from './write-marks.js';
+import { WriteMarks } from '../clusters/gateway/write-marks.js';
 
 export type { NoticeClient } from './notice-stream.js';
 
@@ -230,16 +229,9 @@ export class ListsService {
       this.authorizer.require(caller, request);
       return new Set([namespace]);
     }
-    if (this.authorizer.can(caller, request).allowed) return null;
+    const scope = this.authorizer.grantedNamespaces(caller, { verb: 'list', cluster: cluster.name, resource: id });
+    if (scope === null) return null;
     if (!type.namespaced) this.authorizer.require(caller, request);
-    const scope = new Set(
-      (caller.rules ?? [])
-        .filter(
-          (r) => coversName(r.clusters, cluster.name) && coversVerb(r.verbs, 'list') && coversResource(r.resources, id),
-        )
-        .flatMap((r) => r.namespaces)
-        .filter((ns) => ns !== ANY),
-    );
     if (scope.size === 0) this.authorizer.require(caller, request);
     return scope;
   }

@@ -30,7 +30,7 @@ import {
 } from './dto/resource-query.dto.js';
 import { WatchService } from '../watch/watch.service.js';
 import { ListsService } from '../lists/lists.service.js';
-import { WriteMarks } from '../lists/write-marks.js';
+import { WriteMarks } from '../clusters/gateway/write-marks.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import type { WatchFormat } from '../watch/watch-stream.js';
 import {
@@ -133,14 +133,6 @@ export class ResourcesService {
     }
     const body = await this.lists.page(caller, pageTarget, query);
     return { statusCode: 200, contentType: 'application/json', body: Buffer.from(body, 'utf8') };
-  }
-
-  /** Read-your-writes for paged queries: the version a write through this replica answered with. */
-  private noted(r: Resolved, answer: ClusterAnswer, deleted = false): ClusterAnswer {
-    if (answer.statusCode < 300) {
-      this.marks.note(r.cluster.name, resourceIdOf(r.type), 'body' in answer ? answer.body : undefined, deleted);
-    }
-    return answer;
   }
 
   async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
@@ -314,10 +306,7 @@ export class ResourcesService {
     assertOwnFieldManager(caller, q.fieldManager);
     const r = await this.resolve(caller, target, 'create');
     const object = this.withScope(r, objectBody(body));
-    return this.noted(
-      r,
-      await r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) }),
-    );
+    return r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) });
   }
 
   async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -331,10 +320,7 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return this.noted(
-      r,
-      await r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) }),
-    );
+    return r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) });
   }
 
   /** `contentType`: the request's Content-Type, which names the patch kind when `patchType` does not. */
@@ -348,16 +334,13 @@ export class ResourcesService {
     patchContentType(q.patchType, contentType); // a bad patch kind is a 400 before any work
     const r = await this.resolve(caller, target, 'patch');
     const patch = await patchRequest(caller, body, q, contentType);
-    return this.noted(
-      r,
-      await r.cluster.sendObject({
-        method: 'PATCH',
-        path: r.path,
-        query: query(patch.query),
-        body: patch.body,
-        contentType: patch.contentType,
-      }),
-    );
+    return r.cluster.sendObject({
+      method: 'PATCH',
+      path: r.path,
+      query: query(patch.query),
+      body: patch.body,
+      contentType: patch.contentType,
+    });
   }
 
   async deleteResource(caller: Caller, target: ResourceTarget, q: DeleteResourceQueryDto): Promise<ClusterAnswer> {
@@ -368,18 +351,17 @@ export class ResourcesService {
       dryRun: q.dryRun === 'All',
     });
     const res = await r.cluster.send({ method: 'DELETE', path: r.path, body: json(options) });
-    if (q.wait === false || q.dryRun === 'All' || res.statusCode >= 300) {
-      if (res.statusCode < 300 && q.dryRun !== 'All')
-        this.marks.note(r.cluster.name, resourceIdOf(r.type), undefined, true);
-      return res;
-    }
+    // The gateway's write hook has marked the deletion for read-your-writes.
+    if (q.wait === false || q.dryRun === 'All' || res.statusCode >= 300) return res;
 
     const body = await r.cluster.read(res);
     const answer = { statusCode: 200, contentType: contentTypeOf(res.headers), body };
     const uid = r.cluster.parse(body, 'the delete')?.metadata?.uid as string | undefined;
-    if (!uid) return this.noted(r, answer, true); // a Status: the object is already gone
+    if (!uid) return answer; // a Status: the object is already gone
     await this.waitUntilGone(r, uid, (q.timeoutSeconds ?? DEFAULT_DELETE_WAIT_SECONDS) * 1000);
-    return this.noted(r, answer, true);
+    // The deletion finished after its answer (finalizers, a foreground delete): the next page recounts once more.
+    this.marks.note(r.cluster.name, resourceIdOf(r.type), undefined, true);
+    return answer;
   }
 
   /** Polls the cluster itself (never a cache) until the object with this uid is gone; finalizers are left alone. */

@@ -63,6 +63,8 @@ const ACCESS_OPERATION_IDS = [
   // Issue 34: one key.
   'getApiKey',
   'getOwnApiKey',
+  // Issue 39: the namespaces a caller can reach on a cluster.
+  'listClusterNamespaces',
 ];
 /** Single sign-on (issue 15): public by nature. */
 const SSO_OPERATION_IDS = ['listAuthProviders', 'startOidcLogin', 'completeOidcLogin'];

@@ -1,4 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
+import { VERBS, type Verb } from '../../access/rules.js';
 import { CLUSTER_STATUSES, METRICS_STATUSES, type ClusterStatus, type MetricsStatus } from '../cluster.entity.js';
 
 export class ClusterDto {
@@ -89,4 +90,24 @@ export class AvailableClusterDto {
   isDefault: boolean;
   @ApiProperty({ enum: CLUSTER_STATUSES })
   status: ClusterStatus;
+}
+
+export class NamespaceReachDto {
+  @ApiProperty({ example: 'shop' })
+  name: string;
+  /**
+   * The verbs the caller holds in the namespace on at least one resource type (`log` for pod logs;
+   * `exec`, `attach`, `portforward` for the terminal): what `can-i` and the routes would allow there
+   * for some type. Ask `can-i` or `api-resources?namespace=` for a type's own verbs.
+   */
+  @ApiProperty({ enum: VERBS, isArray: true, example: ['get', 'list', 'watch'] })
+  verbs: Verb[];
+}
+
+export class ClusterNamespacesDto {
+  @ApiProperty({ example: 'production' })
+  cluster: string;
+  /** Sorted by name; a namespace where the caller holds nothing is left out. */
+  @ApiProperty({ type: NamespaceReachDto, isArray: true })
+  namespaces: NamespaceReachDto[];
 }

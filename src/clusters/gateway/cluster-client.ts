@@ -5,6 +5,7 @@ import type { ClusterConnection } from '../cluster-connection.js';
 import { STREAM, type ClusterAnswer, type ClusterResponse, type Gather } from './answer.js';
 import { exchange } from './exchange.js';
 import { badAnswer, readAnswer, translateFailure } from './failures.js';
+import type { WriteMarks } from './write-marks.js';
 import { openRawUpgrade, openWebSocket, type RawUpgradeAnswer, type UpgradeAnswer } from './upgrade.js';
 
 export const USER_AGENT = 'cluster-admin-service/1';
@@ -55,6 +56,8 @@ export class ClusterClient {
     readonly identity: Impersonation | undefined,
     readonly timeoutMs: number,
     private readonly userAgent = USER_AGENT,
+    /** The write hook: every answer to a call that is not a read marks read-your-writes for its collection. */
+    private readonly writes?: WriteMarks,
   ) {}
 
   get name(): string {
@@ -166,7 +169,7 @@ export class ClusterClient {
       if (call.body !== undefined) headers['content-type'] = call.contentType ?? 'application/json';
       if (call.contentEncoding !== undefined) headers['content-encoding'] = call.contentEncoding;
       if (call.ifNoneMatch !== undefined) headers['if-none-match'] = call.ifNoneMatch;
-      return await exchange({
+      const answer = await exchange({
         dispatcher: conn.dispatcher,
         options: {
           method: call.method,
@@ -183,6 +186,7 @@ export class ClusterClient {
         cluster: conn.clusterName,
         target: 'apiserver',
       });
+      return this.writes ? this.writes.observe(conn.clusterName, call, answer) : answer;
     } catch (error) {
       throw translateFailure(this.target, error, this.timeoutMs);
     }

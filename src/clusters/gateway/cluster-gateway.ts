@@ -7,6 +7,7 @@ import { policyLookup } from '../address-policy.js';
 import { ClusterClientFactory } from '../cluster-client.factory.js';
 import type { ClusterConnection } from '../cluster-connection.js';
 import { ClusterClient, USER_AGENT } from './cluster-client.js';
+import { WriteMarks } from './write-marks.js';
 import { type MetricsEndpoint, MetricsEndpointClient, NO_LINK_LOCAL } from './metrics-endpoint.js';
 
 /**
@@ -27,6 +28,7 @@ export class ClusterGateway implements OnModuleDestroy {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly connections: ClusterClientFactory,
+    private readonly writes: WriteMarks,
   ) {
     this.timeoutMs = config.clusterRequestTimeoutSeconds * 1000;
   }
@@ -43,7 +45,13 @@ export class ClusterGateway implements OnModuleDestroy {
 
   /** A connection already looked up, bound to a caller. */
   asCaller(conn: ClusterConnection, caller: Caller): ClusterClient {
-    return new ClusterClient(conn, conn.impersonate ? impersonationFor(caller) : undefined, this.timeoutMs);
+    return new ClusterClient(
+      conn,
+      conn.impersonate ? impersonationFor(caller) : undefined,
+      this.timeoutMs,
+      USER_AGENT,
+      this.writes,
+    );
   }
 
   /**
@@ -51,7 +59,8 @@ export class ClusterGateway implements OnModuleDestroy {
    * `purpose` to tell them apart in the cluster's audit log (health probes: `health`).
    */
   asService(conn: ClusterConnection, timeoutMs = this.timeoutMs, purpose?: string): ClusterClient {
-    return new ClusterClient(conn, undefined, timeoutMs, purpose ? `${USER_AGENT} (${purpose})` : USER_AGENT);
+    const agent = purpose ? `${USER_AGENT} (${purpose})` : USER_AGENT;
+    return new ClusterClient(conn, undefined, timeoutMs, agent, this.writes);
   }
 
   /** The current connection of a cluster (404/409/503 as clientFor): for streams that check it has not changed. */

@@ -533,6 +533,24 @@ export type AvailableClusterDto = {
     status: 'ok' | 'unreachable' | 'error' | 'disabled';
 };
 
+export type NamespaceReachDto = {
+    name: string;
+    /**
+     * The verbs the caller holds in the namespace on at least one resource type (`log` for pod logs;
+     * `exec`, `attach`, `portforward` for the terminal): what `can-i` and the routes would allow there
+     * for some type. Ask `can-i` or `api-resources?namespace=` for a type's own verbs.
+     */
+    verbs: Array<'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward'>;
+};
+
+export type ClusterNamespacesDto = {
+    cluster: string;
+    /**
+     * Sorted by name; a namespace where the caller holds nothing is left out.
+     */
+    namespaces: Array<NamespaceReachDto>;
+};
+
 export type LivenessDto = {
     /**
      * Always `ok` while the process serves requests
@@ -2807,6 +2825,65 @@ export type ListAvailableClustersResponses = {
 };
 
 export type ListAvailableClustersResponse = ListAvailableClustersResponses[keyof ListAvailableClustersResponses];
+
+export type ListClusterNamespacesData = {
+    body?: never;
+    path: {
+        /**
+         * Name of the cluster
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/clusters/{name}/namespaces';
+};
+
+export type ListClusterNamespacesErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ListClusterNamespacesError = ListClusterNamespacesErrors[keyof ListClusterNamespacesErrors];
+
+export type ListClusterNamespacesResponses = {
+    200: ClusterNamespacesDto;
+};
+
+export type ListClusterNamespacesResponse = ListClusterNamespacesResponses[keyof ListClusterNamespacesResponses];
 
 export type GetHealthData = {
     body?: never;
