@@ -2933,15 +2933,15 @@ export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessRespo
 
 export type ListResourcesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3013,6 +3013,10 @@ export type ListResourcesData = {
          * comes at once when the list changed after it).
          */
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3086,11 +3090,11 @@ export type CreateResourceData = {
      * The full object
      */
     body: KubernetesObjectInput;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3111,6 +3115,10 @@ export type CreateResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3183,15 +3191,15 @@ export type CreateResourceResponse = CreateResourceResponses[keyof CreateResourc
 
 export type ListObjectEventsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3224,6 +3232,10 @@ export type ListObjectEventsData = {
          * With `watch=true`: stream the changes after this version.
          */
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/events';
 };
@@ -3294,11 +3306,11 @@ export type ListObjectEventsResponse = ListObjectEventsResponses[keyof ListObjec
 
 export type DeleteResourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3332,6 +3344,10 @@ export type DeleteResourceData = {
          */
         timeoutSeconds?: number;
         dryRun?: 'All';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3408,11 +3424,11 @@ export type DeleteResourceResponse = DeleteResourceResponses[keyof DeleteResourc
 
 export type GetResourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3430,6 +3446,10 @@ export type GetResourceData = {
     };
     query?: {
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3499,11 +3519,11 @@ export type PatchResourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3540,6 +3560,10 @@ export type PatchResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3619,11 +3643,11 @@ export type ReplaceResourceData = {
      * The full object, with metadata.name and metadata.resourceVersion
      */
     body: KubernetesObjectInput;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3648,6 +3672,10 @@ export type ReplaceResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3720,11 +3748,11 @@ export type ReplaceResourceResponse = ReplaceResourceResponses[keyof ReplaceReso
 
 export type GetPodLogData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3769,6 +3797,10 @@ export type GetPodLogData = {
          * Stop after this many bytes.
          */
         limitBytes?: number;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/pods/{namespace}/{name}/log';
 };
@@ -3965,11 +3997,11 @@ export type GetApiResourceSchemaResponse = GetApiResourceSchemaResponses[keyof G
 
 export type GetSubresourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -3991,6 +4023,10 @@ export type GetSubresourceData = {
     };
     query?: {
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4060,11 +4096,11 @@ export type PatchSubresourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -4105,6 +4141,10 @@ export type PatchSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4180,11 +4220,11 @@ export type ReplaceSubresourceData = {
      * The subresource as read, changed (e.g. `spec.replicas` of a Scale)
      */
     body: KubernetesObject;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -4213,6 +4253,10 @@ export type ReplaceSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4362,11 +4406,11 @@ export type ApplyResourcesData = {
         }>;
         [key: string]: unknown;
     }>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query?: {
@@ -4387,6 +4431,10 @@ export type ApplyResourcesData = {
          * key). Another `cas:` manager (another user's or key's) is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/apply';
 };
@@ -4446,11 +4494,11 @@ export type ApplyResourcesResponse = ApplyResourcesResponses[keyof ApplyResource
 
 export type QueryMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
@@ -4462,6 +4510,10 @@ export type QueryMetricsData = {
          * Evaluation time: Unix seconds (`1767366245.5`) or RFC 3339 (`2026-01-02T15:04:05Z`); default now
          */
         time?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/query';
 };
@@ -4520,11 +4572,11 @@ export type QueryMetricsResponse = QueryMetricsResponses[keyof QueryMetricsRespo
 
 export type QueryMetricsRangeData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
@@ -4544,6 +4596,10 @@ export type QueryMetricsRangeData = {
          * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000
          */
         step: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/query_range';
 };
@@ -4602,11 +4658,11 @@ export type QueryMetricsRangeResponse = QueryMetricsRangeResponses[keyof QueryMe
 
 export type ListMetricSeriesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
@@ -4622,6 +4678,10 @@ export type ListMetricSeriesData = {
          * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB
          */
         'match[]': Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/series';
 };
@@ -4680,11 +4740,11 @@ export type ListMetricSeriesResponse = ListMetricSeriesResponses[keyof ListMetri
 
 export type ListMetricLabelsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query?: {
@@ -4700,6 +4760,10 @@ export type ListMetricLabelsData = {
          * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
          */
         'match[]'?: Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/labels';
 };
@@ -4758,11 +4822,11 @@ export type ListMetricLabelsResponse = ListMetricLabelsResponses[keyof ListMetri
 
 export type ListMetricLabelValuesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -4783,6 +4847,10 @@ export type ListMetricLabelValuesData = {
          * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
          */
         'match[]'?: Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/label/{label}/values';
 };
@@ -4845,11 +4913,11 @@ export type ListMetricLabelValuesResponse = ListMetricLabelValuesResponses[keyof
 
 export type GetPodMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         namespace: string;
@@ -4863,6 +4931,10 @@ export type GetPodMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/pods/{namespace}/{name}';
 };
@@ -4916,11 +4988,11 @@ export type GetPodMetricsResponse = GetPodMetricsResponses[keyof GetPodMetricsRe
 
 export type GetNodeMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -4933,6 +5005,10 @@ export type GetNodeMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/nodes/{name}';
 };
@@ -5564,7 +5640,7 @@ export type ExecPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
         'x-cluster-name'?: string;
     };
@@ -5577,7 +5653,7 @@ export type ExecPodData = {
     };
     query: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
@@ -5665,7 +5741,7 @@ export type AttachPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
         'x-cluster-name'?: string;
     };
@@ -5678,7 +5754,7 @@ export type AttachPodData = {
     };
     query?: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
@@ -5762,7 +5838,7 @@ export type PortForwardPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it)
          */
         'x-cluster-name'?: string;
     };
@@ -5775,7 +5851,7 @@ export type PortForwardPodData = {
     };
     query: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
