@@ -1050,7 +1050,7 @@ export type GetMyPermissionsData = {
     path?: never;
     query: {
         /**
-         * The cluster, as sent in `x-cluster-name`.
+         * The cluster, as sent in `x-cluster-name`. Example: `prod`
          */
         cluster: string;
     };
@@ -2391,7 +2391,7 @@ export type StartOidcLoginData = {
     };
     query?: {
         /**
-         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`.
+         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`. Example: `/`
          */
         redirect?: string;
     };
@@ -2939,17 +2939,17 @@ export type ListResourcesData = {
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
     };
@@ -2972,15 +2972,15 @@ export type ListResourcesData = {
          */
         timeoutSeconds?: number;
         /**
-         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1.
+         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1. Example: `1`
          */
         page?: number;
         /**
-         * Paged query: objects per page (default 50).
+         * Paged query: objects per page (default 50). Example: `50`
          */
         size?: number;
         /**
-         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`.
+         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`. Example: `metadata.creationTimestamp`
          */
         sortBy?: string;
         /**
@@ -2988,7 +2988,7 @@ export type ListResourcesData = {
          */
         sortOrder?: 'asc' | 'desc';
         /**
-         * Paged query: a case-insensitive substring of the name, the namespace or a label value.
+         * Paged query: a case-insensitive substring of the name, the namespace or a label value. Example: `web`
          */
         search?: string;
         /**
@@ -3092,17 +3092,17 @@ export type CreateResourceData = {
     body: KubernetesObjectInput;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
     };
@@ -3197,21 +3197,21 @@ export type ListObjectEventsData = {
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3308,21 +3308,21 @@ export type DeleteResourceData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3426,21 +3426,21 @@ export type GetResourceData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3521,21 +3521,21 @@ export type PatchResourceData = {
     } | Array<JsonPatchOperation>;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3645,21 +3645,21 @@ export type ReplaceResourceData = {
     body: KubernetesObjectInput;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3750,23 +3750,23 @@ export type GetPodLogData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Namespace of the pod
+         * Namespace of the pod. Example: `default`
          */
         namespace: string;
         /**
-         * Name of the pod
+         * Name of the pod. Example: `web-0`
          */
         name: string;
     };
     query?: {
         /**
-         * The container to read; the cluster answers 400 when the pod has several and none is named.
+         * The container to read; the cluster answers 400 when the pod has several and none is named. Example: `app`
          */
         container?: string;
         /**
@@ -3782,7 +3782,7 @@ export type GetPodLogData = {
          */
         sinceSeconds?: number;
         /**
-         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`.
+         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`. Example: `2026-01-01T00:00:00Z`
          */
         sinceTime?: string;
         /**
@@ -3871,14 +3871,14 @@ export type ListApiResourcesData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster
+         * Name of the cluster. Example: `production`
          */
         name: string;
     };
     query?: {
         /**
          * Answer `allowedVerbs` for this namespace. Without it they are the verbs the caller may use on
-         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces).
+         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces). Example: `default`
          */
         namespace?: string;
     };
@@ -3936,11 +3936,11 @@ export type GetApiResourceSchemaData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster
+         * Name of the cluster. Example: `production`
          */
         name: string;
         /**
-         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes
+         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes. Example: `deployments.apps`
          */
         resource: string;
     };
@@ -3999,25 +3999,25 @@ export type GetSubresourceData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
@@ -4098,25 +4098,25 @@ export type PatchSubresourceData = {
     } | Array<JsonPatchOperation>;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
@@ -4222,25 +4222,25 @@ export type ReplaceSubresourceData = {
     body: KubernetesObject;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
@@ -4332,20 +4332,20 @@ export type SearchResourcesData = {
     path?: never;
     query: {
         /**
-         * A case-insensitive substring of the object's name.
+         * A case-insensitive substring of the object's name. Example: `web`
          */
         q: string;
         /**
-         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on).
+         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on). Example: `prod,staging`
          */
         clusters?: string;
         /**
          * Comma-separated resource types as the resource routes name them (default: namespaces, nodes, pods,
-         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs).
+         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs). Example: `pods,deployments.apps`
          */
         resources?: string;
         /**
-         * How many matches to answer (default 50); `total` counts them all.
+         * How many matches to answer (default 50); `total` counts them all. Example: `50`
          */
         size?: number;
     };
@@ -4408,14 +4408,14 @@ export type ApplyResourcesData = {
     }>;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path?: never;
     query?: {
         /**
-         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`.
+         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`. Example: `shop`
          */
         namespace?: string;
         /**
@@ -4496,14 +4496,14 @@ export type QueryMetricsData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`.
+         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`. Example: `sum by (code) (rate(apiserver_request_total[5m]))`
          */
         query: string;
         /**
@@ -4574,14 +4574,14 @@ export type QueryMetricsRangeData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB.
+         * PromQL, at most 4 KiB. Example: `sum(rate(apiserver_request_total[5m]))`
          */
         query: string;
         /**
@@ -4593,7 +4593,7 @@ export type QueryMetricsRangeData = {
          */
         end: string;
         /**
-         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000
+         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000. Example: `30s`
          */
         step: string;
         /**
@@ -4660,7 +4660,7 @@ export type ListMetricSeriesData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
@@ -4675,7 +4675,7 @@ export type ListMetricSeriesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]': Array<string>;
         /**
@@ -4742,7 +4742,7 @@ export type ListMetricLabelsData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
@@ -4757,7 +4757,7 @@ export type ListMetricLabelsData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]'?: Array<string>;
         /**
@@ -4824,13 +4824,13 @@ export type ListMetricLabelValuesData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A label name (`[A-Za-z_][A-Za-z0-9_]*`)
+         * A label name (`[A-Za-z_][A-Za-z0-9_]*`). Example: `job`
          */
         label: string;
     };
@@ -4844,7 +4844,7 @@ export type ListMetricLabelValuesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]'?: Array<string>;
         /**
@@ -4915,14 +4915,17 @@ export type GetPodMetricsData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * Pod name
+         * Pod name. Example: `web-7d4b9c-x2x8k`
          */
         name: string;
     };
@@ -4990,13 +4993,13 @@ export type GetNodeMetricsData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Node name
+         * Node name. Example: `worker-1`
          */
         name: string;
     };
@@ -5077,7 +5080,7 @@ export type ListAuditEventsData = {
          */
         actor?: string;
         /**
-         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …).
+         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …). Example: `deleteResource`
          */
         operation?: string;
         /**
@@ -5085,11 +5088,11 @@ export type ListAuditEventsData = {
          */
         cluster?: string;
         /**
-         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset).
+         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset). Example: `2026-01-31T00:00:00Z`
          */
         since?: string;
         /**
-         * Only events before this time (same format as `since`; must be later than it).
+         * Only events before this time (same format as `since`; must be later than it). Example: `2026-02-01T00:00:00Z`
          */
         until?: string;
     };
@@ -5177,11 +5180,11 @@ export type DeleteKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5258,11 +5261,11 @@ export type GetKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5340,11 +5343,11 @@ export type PatchKubernetesApiData = {
     } | Array<JsonPatchOperation>;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5426,11 +5429,11 @@ export type PostKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5512,11 +5515,11 @@ export type PutKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5640,14 +5643,17 @@ export type ExecPodData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
@@ -5741,14 +5747,17 @@ export type AttachPodData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
@@ -5838,14 +5847,17 @@ export type PortForwardPodData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
