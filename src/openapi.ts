@@ -4,6 +4,7 @@ import {
   SwaggerModule,
   type OpenAPIObject,
   type OperationObject,
+  type ParameterObject,
   type ResponseObject,
   type SchemaObject,
 } from '@nestjs/swagger';
@@ -275,6 +276,7 @@ function addExamples(method: string, op: OperationObject): void {
     if (!('name' in parameter)) continue;
     if (parameters[parameter.name] !== undefined) parameter.example = parameters[parameter.name];
     else if (parameter.in === 'header' && parameter.name === 'x-cluster-name') parameter.example ??= EXAMPLE_CLUSTER;
+    exampleAsHint(parameter);
   }
   for (const [code, response] of Object.entries(op.responses as Record<string, ResponseObject>)) {
     const media = response.content?.['application/json'];
@@ -286,6 +288,24 @@ function addExamples(method: string, op: OperationObject): void {
     const errorBody = code === 'default' ? CLUSTER_STATUS_EXAMPLE : errorExample(Number(code));
     if (errorBody) media.example = errorBody;
   }
+}
+
+/**
+ * A parameter's example becomes a hint, never a value: Swagger UI's "Try it out" fills each parameter with
+ * its `example` (or its schema's) and sends it, so `x-cluster-name: production` answered 404 and `search=web`
+ * an empty page. `x-example` keeps it for readers and the tests that send the examples; the description
+ * says it, and the field stays empty with the parameter's name as placeholder.
+ */
+function exampleAsHint(parameter: ParameterObject): void {
+  const schema = parameter.schema as SchemaObject | undefined;
+  const example: unknown = parameter.example ?? schema?.example;
+  delete parameter.example;
+  if (schema && 'example' in schema) delete schema.example;
+  if (example === undefined) return;
+  (parameter as ParameterObject & { 'x-example': unknown })['x-example'] = example;
+  const shown = Array.isArray(example) ? example.join(', ') : String(example);
+  const description = parameter.description?.trim() ?? '';
+  parameter.description = `${description}${description && !/[.!?]$/.test(description) ? '. ' : description ? ' ' : ''}Example: \`${shown}\``;
 }
 
 export function setupSwagger(app: INestApplication): OpenAPIObject {

@@ -1,5 +1,5 @@
 import { Body, Controller, Headers, HttpCode, Post, Query, Req } from '@nestjs/common';
-import { ApiBody, ApiConsumes, ApiHeader, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBody, ApiConsumes, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import { noteAudit } from '../audit/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
@@ -8,6 +8,7 @@ import { ApiErrors } from '../common/api-errors.js';
 import { MAX_APPLY_DOCUMENTS } from './apply-input.js';
 import { ApplyService } from './apply.service.js';
 import { ApplyQueryDto, ApplyResponseDto } from './dto/apply.dto.js';
+import { ApiTargetCluster } from '../clusters/target-cluster.js';
 
 /** A document as the body's schema describes it (the cluster judges the rest). */
 const DOCUMENT = {
@@ -39,12 +40,7 @@ export class ApplyController {
   @Authenticated()
   @Post()
   @HttpCode(200)
-  @ApiHeader({
-    name: 'x-cluster-name',
-    required: true,
-    description: 'Name of the target cluster',
-    schema: { type: 'string', minLength: 1, maxLength: 253 },
-  })
+  @ApiTargetCluster()
   @ApiConsumes('application/yaml', 'application/json')
   @ApiBody({
     description: `At most ${MAX_APPLY_DOCUMENTS} documents and 10 MiB: a YAML stream (\`---\` between documents) as \`application/yaml\`, or JSON as \`application/json\`: one object, an array of objects, or a \`List\` (its \`items\` are applied).`,

@@ -47,6 +47,8 @@ export interface RouteFacts {
   operationId?: string;
   /** Whether the operation declares any query parameter (then its query DTO validates the query). */
   acceptsQuery?: boolean;
+  /** Whether the operation names its cluster in `x-cluster-name` (then also in `?cluster=`). */
+  takesCluster?: boolean;
 }
 
 /**

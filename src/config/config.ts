@@ -12,6 +12,8 @@ export interface AppConfig {
   /** Base64 of 32 bytes, or undefined to use (and create) the key file in the data directory. */
   encryptionKey?: Buffer;
   corsOrigins: string[];
+  /** `Access-Control-Max-Age` of CORS preflights: how long a browser may reuse one (CAS_CORS_MAX_AGE_SECONDS). */
+  corsMaxAgeSeconds: number;
   logLevel: LogLevel;
   session: { idleSeconds: number; maxSeconds: number };
   loginThrottle: {
@@ -623,6 +625,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
     database: databaseFrom(env, dataDir),
     encryptionKey: encryptionKeyFrom(env),
     corsOrigins: originsFrom(env),
+    // Browsers cap it (Chromium at 2 h, Firefox at 24 h); 0 makes every cross-origin call preflight again.
+    corsMaxAgeSeconds: integer(env, 'CAS_CORS_MAX_AGE_SECONDS', 600, 0, 86_400),
     logLevel,
     session: { idleSeconds, maxSeconds },
     loginThrottle: {

@@ -26,6 +26,7 @@ import { TerminalService } from '../terminal/terminal.service.js';
 import { UserEntity } from '../users/user.entity.js';
 import { answeringSockets, rawError } from './raw-error.js';
 import { Server as TlsServer } from 'node:tls';
+import { CLUSTER_HEADER, takeClusterFromQuery } from '../clusters/target-cluster.js';
 
 export const API_PREFIX = 'api/v1';
 const MIB = 1024 * 1024;
@@ -86,7 +87,7 @@ export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
 export const CORS_ALLOWED_HEADERS = [
   'authorization',
   'content-type',
-  'x-cluster-name',
+  CLUSTER_HEADER,
   'last-event-id',
   'x-request-id',
 ];
@@ -98,7 +99,8 @@ export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
  * 1. `onRoute`: each route's body limit and operationId (from the OpenAPI document, the names clients
  *    and the audit log use), decided on the route the router matched, never on the raw URL.
  * 2. Connections: at most CAS_MAX_CONNECTIONS_PER_ADDRESS per client address (503 beyond).
- * 3. `onRequest`: security headers (on the Kubernetes API path a sandboxing CSP) and the request id; the
+ * 3. `onRequest`: security headers (on the Kubernetes API path a sandboxing CSP) and the request id; on
+ *    routes that take `x-cluster-name`, `?cluster=` in its place (src/clusters/target-cluster.ts); the
  *    drain (503 once shutting down; streams end); the audit clock; cookies, CORS; authentication (before
  *    any body is read; the Kubernetes API path takes `Authorization` only and refuses with a `Status`).
  *    WebSocket upgrades (the terminal) bypass Fastify: the server's `upgrade` event goes to TerminalService.
@@ -164,6 +166,7 @@ export class HttpEdge {
     fastify.addHook('onRequest', (request, reply, done) => {
       const config = request.routeOptions.config as { [SECURITY_HEADERS_CONFIG]?: Record<string, string> } | undefined;
       reply.headers(config?.[SECURITY_HEADERS_CONFIG] ?? SECURITY_HEADERS).header('x-request-id', request.id);
+      if ((config as RouteFacts | undefined)?.takesCluster) takeClusterFromQuery(request);
       done();
     });
     // From its head to its end an answer owns the socket: an error there can no longer be a status line.
@@ -192,6 +195,9 @@ export class HttpEdge {
         methods: CORS_METHODS,
         allowedHeaders: CORS_ALLOWED_HEADERS,
         exposedHeaders: CORS_EXPOSED_HEADERS,
+        // A console sends a preflight before nearly every call (authorization, x-cluster-name): one per route
+        // and method is enough for a while.
+        maxAge: this.config.corsMaxAgeSeconds,
       });
     }
     // After cookies (it reads the session cookie) and CORS (its 401 must carry CORS headers), before the body.
@@ -230,8 +236,14 @@ function operationTable(document: OpenAPIObject): Map<string, RouteFacts> {
   for (const [path, item] of Object.entries(document.paths)) {
     for (const [method, operation] of Object.entries(item as Record<string, OperationObject>)) {
       if (!operation?.operationId) continue;
-      const acceptsQuery = (operation.parameters ?? []).some((p) => 'in' in p && p.in === 'query');
-      operations.set(`${method.toUpperCase()} ${routeKey(path)}`, { operationId: operation.operationId, acceptsQuery });
+      const parameters = (operation.parameters ?? []).filter((p) => 'in' in p);
+      const acceptsQuery = parameters.some((p) => p.in === 'query');
+      const takesCluster = parameters.some((p) => p.in === 'header' && p.name === CLUSTER_HEADER);
+      operations.set(`${method.toUpperCase()} ${routeKey(path)}`, {
+        operationId: operation.operationId,
+        acceptsQuery,
+        takesCluster,
+      });
     }
   }
   return operations;

@@ -3,7 +3,6 @@ import {
   ApiBadGatewayResponse,
   ApiExtraModels,
   ApiGatewayTimeoutResponse,
-  ApiHeader,
   ApiOkResponse,
   ApiParam,
   ApiResponse,
@@ -25,10 +24,11 @@ import {
 } from './dto/metrics-query.dto.js';
 import { NodeUsageDto, PodUsageDto, PrometheusResponseDto } from './dto/usage.dto.js';
 import { MetricsService } from './metrics.service.js';
+import { ApiTargetCluster } from '../clusters/target-cluster.js';
 
 const ClusterMetrics = (passthrough: boolean) =>
   applyDecorators(
-    ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' }),
+    ApiTargetCluster(),
     ApiErrors(404, 409),
     ...(passthrough
       ? [

@@ -1,5 +1,5 @@
 import { Controller, Get, Param, Query, Req, Res } from '@nestjs/common';
-import { ApiHeader, ApiOkResponse, ApiParam, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiParam, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import { presentedSecret } from '../auth/auth.guard.js';
@@ -9,6 +9,7 @@ import { exemptFromIdleTimeout } from '../common/timeouts.js';
 import { PodLogQueryDto } from './dto/pod-log-query.dto.js';
 import { PodLogsService } from './pod-logs.service.js';
 import { refuseHead, sendAnswer } from './resources.controller.js';
+import { ApiTargetCluster } from '../clusters/target-cluster.js';
 
 /** Pod logs, streamed from the cluster named in `x-cluster-name`. */
 @ApiTags('Resources')
@@ -26,7 +27,7 @@ export class LogsController {
    */
   @Authenticated()
   @Get('pods/:namespace/:name/log')
-  @ApiHeader({ name: 'x-cluster-name', required: true, description: 'Name of the target cluster' })
+  @ApiTargetCluster()
   @ApiParam({ name: 'namespace', type: String, description: 'Namespace of the pod', example: 'default' })
   @ApiParam({ name: 'name', type: String, description: 'Name of the pod', example: 'web-0' })
   @ApiProduces('text/plain', 'application/json')

@@ -36,8 +36,9 @@ import {
 import { ALL_NAMESPACES } from '../k8s/resource-path.js';
 import type { ClusterAnswer } from '../clusters/gateway/answer.js';
 import { type ResourceTarget, ResourcesService } from './resources.service.js';
+import { ApiTargetCluster } from '../clusters/target-cluster.js';
 
-/** The target of a resource call: the `x-cluster-name` header and the path's resource, namespace and name. */
+/** The target of a resource call: the `x-cluster-name` header (or `?cluster=`, see target-cluster.ts) and the path's resource, namespace and name. */
 export const Target = createParamDecorator((_data: unknown, context: ExecutionContext): ResourceTarget => {
   const request = context.switchToHttp().getRequest<FastifyRequest>();
   const { resource, namespace, name } = request.params as Record<string, string>;
@@ -137,12 +138,7 @@ const ListOrWatchResponse = (listDescription: string) =>
 /** The header and path parameters of every resource route, and its responses (the cluster's errors pass through). */
 export const ResourceParams = (withName: boolean) =>
   applyDecorators(
-    ApiHeader({
-      name: 'x-cluster-name',
-      required: true,
-      description: 'Name of the target cluster',
-      schema: { type: 'string', minLength: 1, maxLength: 253 },
-    }),
+    ApiTargetCluster(),
     ApiParam({
       name: 'resource',
       type: String,

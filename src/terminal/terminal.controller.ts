@@ -1,8 +1,9 @@
 import { applyDecorators, BadRequestException, Controller, Get } from '@nestjs/common';
-import { ApiHeader, ApiParam, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiParam, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { Authenticated } from '../auth/auth.decorators.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { allowedProtocols, BEARER_PROTOCOL_PREFIX, type TerminalKind } from './terminal-protocol.js';
+import { ApiTargetCluster } from '../clusters/target-cluster.js';
 
 const BOOLEAN_QUERY = (name: string, description: string) =>
   ApiQuery({ name, required: false, schema: { type: 'boolean' }, description });
@@ -10,17 +11,7 @@ const BOOLEAN_QUERY = (name: string, description: string) =>
 /** The documentation of one upgrade; the upgrade itself is served by TerminalService, before any route. */
 const Upgrade = (kind: TerminalKind) =>
   applyDecorators(
-    ApiHeader({
-      name: 'x-cluster-name',
-      required: false,
-      description: 'The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)',
-    }),
-    ApiQuery({
-      name: 'cluster',
-      required: false,
-      type: String,
-      description: 'The cluster, when `x-cluster-name` cannot be sent',
-    }),
+    ApiTargetCluster(),
     ApiParam({ name: 'namespace', type: String, example: 'default' }),
     ApiParam({ name: 'name', type: String, description: 'The pod', example: 'web-0' }),
     ...(kind === 'portforward'

@@ -1,4 +1,6 @@
-// npm run test:cluster -- up <name>     start a control plane that outlives this command;
+// npm run test:cluster -- up <name> [--port N]
+//                                        start a control plane that outlives this command, its
+//                                        apiserver on 127.0.0.1:N (default: a free port);
 //                                        the kubeconfig path is the last line printed
 // npm run test:cluster -- down <name>   stop it and remove its state
 // npm run test:cluster -- down --all    stop every control plane started with `up`
@@ -10,7 +12,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { binariesPresent, cacheRoot, ensureBinaries } from './binaries.js';
-import { infoAlive, readInfo, startControlPlane, stopStateDir } from './control-plane.js';
+import { infoAlive, portOpen, readInfo, startControlPlane, stopStateDir } from './control-plane.js';
 
 const err = (line: string) => process.stderr.write(line + '\n');
 
@@ -19,7 +21,7 @@ export function clustersDir(): string {
 }
 
 function usage(): never {
-  err('usage: cli.js up <name> | down <name> | down --all | list | build');
+  err('usage: cli.js up <name> [--port <1-65535>] | down <name> | down --all | list | build');
   process.exit(2);
 }
 
@@ -28,11 +30,24 @@ function checkName(name: string | undefined): string {
   return name;
 }
 
-async function up(name: string): Promise<void> {
+/** `--port N` after the name: the apiserver's port. */
+function portOption(args: string[]): number | undefined {
+  if (args.length === 0) return undefined;
+  const [flag, value, ...rest] = args;
+  if (flag !== '--port' || value === undefined || rest.length > 0 || !/^\d{1,5}$/.test(value)) usage();
+  const port = Number(value);
+  if (port < 1 || port > 65535) usage();
+  return port;
+}
+
+async function up(name: string, port: number | undefined): Promise<void> {
   const dir = join(clustersDir(), name);
   if (existsSync(join(dir, 'info.json'))) {
     const info = readInfo(dir);
     if (infoAlive(info)) {
+      if (port !== undefined && info.ports.apiserver !== port) {
+        throw new Error(`control plane ${name} is already running at ${info.server}: take it down first`);
+      }
       err(`control plane ${name} is already running at ${info.server}`);
       process.stdout.write(info.kubeconfigPath + '\n');
       return;
@@ -40,8 +55,12 @@ async function up(name: string): Promise<void> {
     err(`control plane ${name}: stale state in ${dir}, restarting`);
   }
   if (existsSync(dir)) await stopStateDir(dir);
+  // Said at once, not after building the binaries and starting etcd.
+  if (port !== undefined && (await portOpen(port))) {
+    throw new Error(`port ${port} is already in use: choose another --port`);
+  }
   if (!binariesPresent()) await ensureBinaries();
-  const cp = await startControlPlane(name, { stateDir: dir, keepAfterExit: true, log: err });
+  const cp = await startControlPlane(name, { stateDir: dir, keepAfterExit: true, log: err, apiserverPort: port });
   err(`server:     ${cp.server}`);
   err(`state dir:  ${cp.dir}   (export CAS_TEST_CP_A=${cp.dir} to use it as shared control plane 'a')`);
   err(`audit log:  ${cp.auditLogPath}`);
@@ -68,10 +87,10 @@ function names(): string[] {
 }
 
 async function main(argv: string[]): Promise<void> {
-  const [cmd, arg] = argv;
+  const [cmd, arg, ...rest] = argv;
   switch (cmd) {
     case 'up':
-      return up(checkName(arg));
+      return up(checkName(arg), portOption(rest));
     case 'down':
       if (arg === '--all') {
         for (const n of names()) await down(n);

@@ -6,6 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import https from 'node:https';
+import { createServer, type AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +31,17 @@ function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr:
   return new Promise((resolve) => {
     execFile(process.execPath, [cliPath, ...args], { timeout: 15 * 60_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
     });
   });
 }
@@ -66,8 +78,12 @@ describe('kubernetes control plane harness', () => {
     if (!bDown) execFileSync(process.execPath, [cliPath, 'down', bName], { stdio: 'ignore' });
   });
 
+  /** The port `b`'s apiserver is asked to take (`up --port`). */
+  let bPort = 0;
+
   before(async () => {
-    const [cpA, upB] = await Promise.all([startControlPlane('harness-a'), cli('up', bName)]);
+    bPort = await freePort();
+    const [cpA, upB] = await Promise.all([startControlPlane('harness-a'), cli('up', bName, '--port', String(bPort))]);
     a = cpA;
     assert.equal(upB.code, 0, `cli up failed:\n${upB.stderr}`);
     const lines = upB.stdout.trim().split('\n');
@@ -80,6 +96,20 @@ describe('kubernetes control plane harness', () => {
     if (a && !aStopped) await a.stop();
     if (!bDown) await cli('down', bName);
     bDown = true;
+  });
+
+  test('cli up --port puts the apiserver on that port; a bad or taken port is refused at once', async () => {
+    assert.equal(b.server, `https://127.0.0.1:${bPort}`);
+    assert.equal(readInfo(b.dir).ports.apiserver, bPort);
+    for (const bad of [['--port'], ['--port', '0'], ['--port', '65536'], ['--port', 'http'], ['--prot', '6443']]) {
+      const r = await cli('up', `${bName}-bad`, ...bad);
+      assert.equal(r.code, 2, `${bad.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, /usage: .*up <name> \[--port/);
+    }
+    const taken = await cli('up', `${bName}-taken`, '--port', String(bPort));
+    assert.equal(taken.code, 1, taken.stderr);
+    assert.match(taken.stderr, new RegExp(`port ${bPort} is already in use`));
+    assert.equal((await cli('list')).stdout.includes(`${bName}-taken`), false);
   });
 
   test('/version reports v1.20.2 on both control planes', async () => {

@@ -87,6 +87,8 @@ export interface StartOptions {
   keepAfterExit?: boolean;
   /** Progress lines; default: a single "ready" line on stderr. */
   log?: (line: string) => void;
+  /** The apiserver's port on 127.0.0.1 (the CLI's `--port`); default: a free one. Never retried on another. */
+  apiserverPort?: number;
 }
 
 /** What <dir>/info.json holds. */
@@ -576,7 +578,8 @@ async function startIn(
 
   let lastErr: Error | undefined;
   for (let attempt = 1; attempt <= START_ATTEMPTS; attempt++) {
-    const [etcdClient, etcdPeer, apiserverPort, cmPort] = (await freePorts(4)) as [number, number, number, number];
+    const [etcdClient, etcdPeer, freeApiserverPort, cmPort] = (await freePorts(4)) as [number, number, number, number];
+    const apiserverPort = opts.apiserverPort ?? freeApiserverPort;
     const server = `https://127.0.0.1:${apiserverPort}`;
     const conn: Conn = { server, caData, adminCertData, adminKeyData };
     await writeFile(
@@ -799,6 +802,9 @@ async function startIn(
       for (const p of pids) if (p) signal(p, 'SIGKILL');
       const deadline = Date.now() + 5000;
       while (pids.some(isAlive) && Date.now() < deadline) await sleep(25);
+      if (opts.apiserverPort !== undefined && clash() && (await portOpen(opts.apiserverPort))) {
+        throw new Error(`port ${opts.apiserverPort} is already in use: choose another --port`, { cause: err });
+      }
       if (attempt < START_ATTEMPTS && clash()) {
         log(`[harness] ${name}: port clash, retrying with other ports`);
         continue;

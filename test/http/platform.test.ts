@@ -74,8 +74,29 @@ describe('request ids, errors, limits, headers', () => {
     });
     assert.equal(preflight.headers['access-control-allow-origin'], 'https://console.example.com');
     assert.equal(preflight.headers['access-control-allow-credentials'], 'true');
+    // Without it Chromium preflights again after 5 s, i.e. before nearly every call of a console.
+    assert.equal(preflight.headers['access-control-max-age'], '600');
     const other = await request(t.app, 'GET', '/healthz', { headers: { origin: 'https://evil.example.com' } });
     assert.equal(other.headers['access-control-allow-origin'], undefined);
+  });
+
+  test('CAS_CORS_MAX_AGE_SECONDS sets how long a browser may keep a preflight', async () => {
+    const other = await startTestApp({
+      env: { CORS_ORIGINS: 'https://console.example.com', CAS_CORS_MAX_AGE_SECONDS: '7200' },
+    });
+    try {
+      const preflight = await request(other.app, 'OPTIONS', '/api/v1/configmaps/default', {
+        headers: {
+          origin: 'https://console.example.com',
+          'access-control-request-method': 'GET',
+          'access-control-request-headers': 'authorization,x-cluster-name',
+        },
+      });
+      assert.equal(preflight.status, 204);
+      assert.equal(preflight.headers['access-control-max-age'], '7200');
+    } finally {
+      await other.close();
+    }
   });
 
   test('readyz reports the database', async () => {

@@ -11,6 +11,7 @@ describe('configuration', () => {
     assert.match(config.database.type === 'sqlite' ? config.database.path : '', /data\/cas\.sqlite$/);
     assert.equal(config.logLevel, 'info');
     assert.deepEqual(config.corsOrigins, []);
+    assert.equal(config.corsMaxAgeSeconds, 600);
     assert.equal(config.encryptionKey, undefined);
     assert.deepEqual(config.clusters, {
       healthIntervalSeconds: 60,
@@ -68,6 +69,8 @@ describe('configuration', () => {
       [{ CAS_ENCRYPTION_KEY: 'c2hvcnQ=' }, /CAS_ENCRYPTION_KEY/],
       [{ CORS_ORIGINS: 'https://a.example.com/path' }, /CORS_ORIGINS/],
       [{ CORS_ORIGINS: '*' }, /CORS_ORIGINS/],
+      [{ CAS_CORS_MAX_AGE_SECONDS: '-1' }, /CAS_CORS_MAX_AGE_SECONDS/],
+      [{ CAS_CORS_MAX_AGE_SECONDS: 'forever' }, /CAS_CORS_MAX_AGE_SECONDS/],
       [{ CAS_SESSION_IDLE_SECONDS: '9000', CAS_SESSION_MAX_SECONDS: '600' }, /CAS_SESSION_IDLE_SECONDS/],
       [{ CAS_BOOTSTRAP_USERNAME: 'root' }, /CAS_BOOTSTRAP_PASSWORD/],
       [{ CAS_TRUST_PROXY: 'maybe' }, /CAS_TRUST_PROXY/],

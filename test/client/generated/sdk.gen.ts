@@ -1292,7 +1292,7 @@ export const listMetricSeries = <ThrowOnError extends boolean = false>(options: 
  *
  * Needs a signed-in user or an API key with a role.
  */
-export const listMetricLabels = <ThrowOnError extends boolean = false>(options: Options<ListMetricLabelsData, ThrowOnError>) => (options.client ?? client).get<ListMetricLabelsResponses, ListMetricLabelsErrors, ThrowOnError>({
+export const listMetricLabels = <ThrowOnError extends boolean = false>(options?: Options<ListMetricLabelsData, ThrowOnError>) => (options?.client ?? client).get<ListMetricLabelsResponses, ListMetricLabelsErrors, ThrowOnError>({
     security: [
         { name: 'Authorization', type: 'apiKey' },
         { scheme: 'bearer', type: 'http' },

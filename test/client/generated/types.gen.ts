@@ -1068,7 +1068,7 @@ export type GetMyPermissionsData = {
     path?: never;
     query: {
         /**
-         * The cluster, as sent in `x-cluster-name`.
+         * The cluster, as sent in `x-cluster-name`. Example: `prod`
          */
         cluster: string;
     };
@@ -2409,7 +2409,7 @@ export type StartOidcLoginData = {
     };
     query?: {
         /**
-         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`.
+         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`. Example: `/`
          */
         redirect?: string;
     };
@@ -3010,23 +3010,23 @@ export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessRespo
 
 export type ListResourcesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
     };
@@ -3049,15 +3049,15 @@ export type ListResourcesData = {
          */
         timeoutSeconds?: number;
         /**
-         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1.
+         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1. Example: `1`
          */
         page?: number;
         /**
-         * Paged query: objects per page (default 50).
+         * Paged query: objects per page (default 50). Example: `50`
          */
         size?: number;
         /**
-         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`.
+         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`. Example: `metadata.creationTimestamp`
          */
         sortBy?: string;
         /**
@@ -3065,7 +3065,7 @@ export type ListResourcesData = {
          */
         sortOrder?: 'asc' | 'desc';
         /**
-         * Paged query: a case-insensitive substring of the name, the namespace or a label value.
+         * Paged query: a case-insensitive substring of the name, the namespace or a label value. Example: `web`
          */
         search?: string;
         /**
@@ -3090,6 +3090,10 @@ export type ListResourcesData = {
          * comes at once when the list changed after it).
          */
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3163,19 +3167,19 @@ export type CreateResourceData = {
      * The full object
      */
     body: KubernetesObjectInput;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
     };
@@ -3188,6 +3192,10 @@ export type CreateResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3260,27 +3268,27 @@ export type CreateResourceResponse = CreateResourceResponses[keyof CreateResourc
 
 export type ListObjectEventsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3301,6 +3309,10 @@ export type ListObjectEventsData = {
          * With `watch=true`: stream the changes after this version.
          */
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/events';
 };
@@ -3371,23 +3383,23 @@ export type ListObjectEventsResponse = ListObjectEventsResponses[keyof ListObjec
 
 export type DeleteResourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3409,6 +3421,10 @@ export type DeleteResourceData = {
          */
         timeoutSeconds?: number;
         dryRun?: 'All';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3485,28 +3501,32 @@ export type DeleteResourceResponse = DeleteResourceResponses[keyof DeleteResourc
 
 export type GetResourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
     query?: {
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3576,23 +3596,23 @@ export type PatchResourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3617,6 +3637,10 @@ export type PatchResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3696,23 +3720,23 @@ export type ReplaceResourceData = {
      * The full object, with metadata.name and metadata.resourceVersion
      */
     body: KubernetesObjectInput;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3725,6 +3749,10 @@ export type ReplaceResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3797,25 +3825,25 @@ export type ReplaceResourceResponse = ReplaceResourceResponses[keyof ReplaceReso
 
 export type GetPodLogData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Namespace of the pod
+         * Namespace of the pod. Example: `default`
          */
         namespace: string;
         /**
-         * Name of the pod
+         * Name of the pod. Example: `web-0`
          */
         name: string;
     };
     query?: {
         /**
-         * The container to read; the cluster answers 400 when the pod has several and none is named.
+         * The container to read; the cluster answers 400 when the pod has several and none is named. Example: `app`
          */
         container?: string;
         /**
@@ -3831,7 +3859,7 @@ export type GetPodLogData = {
          */
         sinceSeconds?: number;
         /**
-         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`.
+         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`. Example: `2026-01-01T00:00:00Z`
          */
         sinceTime?: string;
         /**
@@ -3846,6 +3874,10 @@ export type GetPodLogData = {
          * Stop after this many bytes.
          */
         limitBytes?: number;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/pods/{namespace}/{name}/log';
 };
@@ -3916,14 +3948,14 @@ export type ListApiResourcesData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster
+         * Name of the cluster. Example: `production`
          */
         name: string;
     };
     query?: {
         /**
          * Answer `allowedVerbs` for this namespace. Without it they are the verbs the caller may use on
-         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces).
+         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces). Example: `default`
          */
         namespace?: string;
     };
@@ -3981,11 +4013,11 @@ export type GetApiResourceSchemaData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster
+         * Name of the cluster. Example: `production`
          */
         name: string;
         /**
-         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes
+         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes. Example: `deployments.apps`
          */
         resource: string;
     };
@@ -4042,32 +4074,36 @@ export type GetApiResourceSchemaResponse = GetApiResourceSchemaResponses[keyof G
 
 export type GetSubresourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
     query?: {
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4137,27 +4173,27 @@ export type PatchSubresourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
@@ -4182,6 +4218,10 @@ export type PatchSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4257,27 +4297,27 @@ export type ReplaceSubresourceData = {
      * The subresource as read, changed (e.g. `spec.replicas` of a Scale)
      */
     body: KubernetesObject;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
@@ -4290,6 +4330,10 @@ export type ReplaceSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4365,20 +4409,20 @@ export type SearchResourcesData = {
     path?: never;
     query: {
         /**
-         * A case-insensitive substring of the object's name.
+         * A case-insensitive substring of the object's name. Example: `web`
          */
         q: string;
         /**
-         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on).
+         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on). Example: `prod,staging`
          */
         clusters?: string;
         /**
          * Comma-separated resource types as the resource routes name them (default: namespaces, nodes, pods,
-         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs).
+         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs). Example: `pods,deployments.apps`
          */
         resources?: string;
         /**
-         * How many matches to answer (default 50); `total` counts them all.
+         * How many matches to answer (default 50); `total` counts them all. Example: `50`
          */
         size?: number;
     };
@@ -4439,16 +4483,16 @@ export type ApplyResourcesData = {
         }>;
         [key: string]: unknown;
     }>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query?: {
         /**
-         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`.
+         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`. Example: `shop`
          */
         namespace?: string;
         /**
@@ -4464,6 +4508,10 @@ export type ApplyResourcesData = {
          * key). Another `cas:` manager (another user's or key's) is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/apply';
 };
@@ -4523,22 +4571,26 @@ export type ApplyResourcesResponse = ApplyResourcesResponses[keyof ApplyResource
 
 export type QueryMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`.
+         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`. Example: `sum by (code) (rate(apiserver_request_total[5m]))`
          */
         query: string;
         /**
          * Evaluation time: Unix seconds (`1767366245.5`) or RFC 3339 (`2026-01-02T15:04:05Z`); default now
          */
         time?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/query';
 };
@@ -4597,16 +4649,16 @@ export type QueryMetricsResponse = QueryMetricsResponses[keyof QueryMetricsRespo
 
 export type QueryMetricsRangeData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB.
+         * PromQL, at most 4 KiB. Example: `sum(rate(apiserver_request_total[5m]))`
          */
         query: string;
         /**
@@ -4618,9 +4670,13 @@ export type QueryMetricsRangeData = {
          */
         end: string;
         /**
-         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000
+         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000. Example: `30s`
          */
         step: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/query_range';
 };
@@ -4679,11 +4735,11 @@ export type QueryMetricsRangeResponse = QueryMetricsRangeResponses[keyof QueryMe
 
 export type ListMetricSeriesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
@@ -4696,9 +4752,13 @@ export type ListMetricSeriesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]': Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/series';
 };
@@ -4757,11 +4817,11 @@ export type ListMetricSeriesResponse = ListMetricSeriesResponses[keyof ListMetri
 
 export type ListMetricLabelsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query?: {
@@ -4774,9 +4834,13 @@ export type ListMetricLabelsData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]'?: Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/labels';
 };
@@ -4835,15 +4899,15 @@ export type ListMetricLabelsResponse = ListMetricLabelsResponses[keyof ListMetri
 
 export type ListMetricLabelValuesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A label name (`[A-Za-z_][A-Za-z0-9_]*`)
+         * A label name (`[A-Za-z_][A-Za-z0-9_]*`). Example: `job`
          */
         label: string;
     };
@@ -4857,9 +4921,13 @@ export type ListMetricLabelValuesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]'?: Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/label/{label}/values';
 };
@@ -4922,16 +4990,19 @@ export type ListMetricLabelValuesResponse = ListMetricLabelValuesResponses[keyof
 
 export type GetPodMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * Pod name
+         * Pod name. Example: `web-7d4b9c-x2x8k`
          */
         name: string;
     };
@@ -4940,6 +5011,10 @@ export type GetPodMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/pods/{namespace}/{name}';
 };
@@ -4993,15 +5068,15 @@ export type GetPodMetricsResponse = GetPodMetricsResponses[keyof GetPodMetricsRe
 
 export type GetNodeMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Node name
+         * Node name. Example: `worker-1`
          */
         name: string;
     };
@@ -5010,6 +5085,10 @@ export type GetNodeMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/nodes/{name}';
 };
@@ -5078,7 +5157,7 @@ export type ListAuditEventsData = {
          */
         actor?: string;
         /**
-         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …).
+         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …). Example: `deleteResource`
          */
         operation?: string;
         /**
@@ -5086,11 +5165,11 @@ export type ListAuditEventsData = {
          */
         cluster?: string;
         /**
-         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset).
+         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset). Example: `2026-01-31T00:00:00Z`
          */
         since?: string;
         /**
-         * Only events before this time (same format as `since`; must be later than it).
+         * Only events before this time (same format as `since`; must be later than it). Example: `2026-02-01T00:00:00Z`
          */
         until?: string;
     };
@@ -5178,11 +5257,11 @@ export type DeleteKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5259,11 +5338,11 @@ export type GetKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5341,11 +5420,11 @@ export type PatchKubernetesApiData = {
     } | Array<JsonPatchOperation>;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5427,11 +5506,11 @@ export type PostKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5513,11 +5592,11 @@ export type PutKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5641,20 +5720,23 @@ export type ExecPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
     query: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
@@ -5742,20 +5824,23 @@ export type AttachPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
     query?: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
@@ -5839,20 +5924,23 @@ export type PortForwardPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
     query: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
