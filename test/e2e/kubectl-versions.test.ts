@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import https from 'node:https';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { parse } from 'yaml';
 import { kubeRequest, waitFor } from '../harness/control-plane.js';
 import { startKubelet, type Kubelet } from '../harness/kubelet.js';
 import { kubeBinDir } from '../harness/binaries.js';
+import { encodeMessage, unwrap, wrap } from '../../src/kube/protobuf.js';
 import { createUser, login } from '../support/factories.js';
 import { request } from '../support/http.js';
 import { startKubeApiApp, type KubeApiApp } from '../support/kube-api.js';
@@ -193,6 +195,83 @@ describe('kubectl 1.30, 1.33 and 1.35 and helm 3.17 through the service', { skip
       assert.equal(list.stdout, list120.stdout, `${version}: can-i --list`);
       assert.match(list.stdout, /configmaps\s+\[\]\s+\[\]\s+\[get list watch create update patch delete/);
     }
+  });
+
+  test('a review sent as protobuf: answered in JSON when Accept asks for it; malformed or oversized, a Status', async () => {
+    const config = parse(await readFile(asDev, 'utf8'));
+    const post = (path: string, body: Buffer, accept: string) =>
+      new Promise<{ status: number; type: string; body: Buffer }>((resolve, reject) => {
+        const req = https.request(
+          new URL(`${config.clusters[0].cluster.server}${path}`),
+          {
+            method: 'POST',
+            ca: Buffer.from(config.clusters[0].cluster['certificate-authority-data'], 'base64'),
+            headers: {
+              authorization: `Bearer ${config.users[0].user.token}`,
+              'content-type': 'application/vnd.kubernetes.protobuf',
+              accept,
+            },
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () =>
+              resolve({
+                status: res.statusCode ?? 0,
+                type: String(res.headers['content-type']),
+                body: Buffer.concat(chunks),
+              }),
+            );
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    const review = wrap(
+      'authorization.k8s.io/v1',
+      'SelfSubjectAccessReview',
+      encodeMessage([
+        [
+          2,
+          encodeMessage([
+            [
+              1,
+              encodeMessage([
+                [1, ns],
+                [2, 'delete'],
+                [5, 'configmaps'],
+              ]),
+            ],
+          ]),
+        ],
+      ]),
+    );
+    const path = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews';
+    const json = await post(path, review, 'application/json, */*');
+    assert.equal(json.status, 201, json.body.toString());
+    assert.equal(json.type, 'application/json');
+    const answer = JSON.parse(json.body.toString());
+    assert.deepEqual(answer.spec.resourceAttributes, { namespace: ns, verb: 'delete', resource: 'configmaps' });
+    assert.equal(answer.status.allowed, true);
+    const proto = await post(path, review, 'application/vnd.kubernetes.protobuf, */*');
+    assert.equal(proto.status, 201);
+    assert.equal(proto.type, 'application/vnd.kubernetes.protobuf');
+    assert.equal(unwrap(proto.body).kind, 'SelfSubjectAccessReview');
+
+    const bad = await post(path, Buffer.from('k8s\0\x0a\x7f'), 'application/json');
+    assert.equal(bad.status, 400);
+    assert.deepEqual(
+      { reason: JSON.parse(bad.body.toString()).reason, message: JSON.parse(bad.body.toString()).message },
+      {
+        reason: 'BadRequest',
+        message: 'the body is not a SelfSubjectAccessReview in protobuf: a protobuf field is longer than the body',
+      },
+    );
+    const other = await post(path, wrap('v1', 'ConfigMap', Buffer.alloc(0)), 'application/json');
+    assert.match(JSON.parse(other.body.toString()).message, /is a ConfigMap, not a SelfSubjectAccessReview/);
+    const huge = await post(path, Buffer.concat([review, Buffer.alloc(70_000)]), 'application/json');
+    assert.equal(huge.status, 413);
+    assert.equal(JSON.parse(huge.body.toString()).reason, 'RequestEntityTooLarge');
   });
 
   test('auth whoami: the caller as the service acts toward clusters, in a table and as JSON', async () => {

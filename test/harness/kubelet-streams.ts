@@ -7,8 +7,7 @@
 //
 // No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep,
 // `sh -c <line>`, `sh`, a tiny line shell confined to a temporary directory, and `test -d` and `tar`
-// for `kubectl cp`); `attach` joins a
-// line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
+// for `kubectl cp`); `attach` joins a line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
 // server the test starts.
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
