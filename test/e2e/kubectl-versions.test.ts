@@ -524,22 +524,23 @@ describe('kubectl 1.30, 1.33 and 1.35 and helm 3.17 through the service', { skip
       );
       assert.equal(await mode('shop'), expected, `after helm ${args[0]}`);
     }
-    const columns = (text: string) =>
-      text
-        .trim()
-        .split('\n')
-        .map((line) => line.split('\t').map((c) => c.trim()))
-        .map(([revision, , status, chartName, appVersion, description]) => [
-          revision,
-          status,
-          chartName,
-          appVersion,
-          description,
-        ]);
-    const history = await run(asDev, ['history', 'shop']);
-    ok(history, 'helm history');
-    assert.deepEqual(columns(history.stdout), columns((await run(direct, ['history', 'shop-direct'])).stdout));
-    assert.match(history.stdout, /3\s.*deployed\s+shop-0\.1\.0\s.*Rollback to 1/);
+    const history = async (kubeconfig: string, release: string) => {
+      const listed = await run(kubeconfig, ['history', release, '-o', 'json']);
+      ok(listed, 'helm history');
+      return (JSON.parse(listed.stdout) as Array<Record<string, unknown>>).map(
+        ({ updated: _updated, ...entry }) => entry,
+      );
+    };
+    const through = await history(asDev, 'shop');
+    assert.deepEqual(through, await history(direct, 'shop-direct'));
+    assert.deepEqual(
+      through.map((e) => [e.revision, e.status, e.description]),
+      [
+        [1, 'superseded', 'Install complete'],
+        [2, 'superseded', 'Upgrade complete'],
+        [3, 'deployed', 'Rollback to 1'],
+      ],
+    );
     const uninstalled = await run(asDev, ['uninstall', 'shop']);
     ok(uninstalled, 'helm uninstall');
     assert.match(uninstalled.stdout, /release "shop" uninstalled/);
