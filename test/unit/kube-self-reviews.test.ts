@@ -4,7 +4,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Authorizer } from '../../src/access/authorizer.js';
 import type { Caller } from '../../src/auth/caller.js';
-import { accessReviewDecision, ReviewInputError, rulesReviewStatus } from '../../src/kube/self-reviews.js';
+import { parseRequestInfo } from '../../src/k8s/request-info.js';
+import {
+  accessReviewDecision,
+  isSelfReview,
+  ReviewInputError,
+  rulesReviewStatus,
+  subjectReviewStatus,
+} from '../../src/kube/self-reviews.js';
 
 const authorizer = new Authorizer();
 const dev: Caller = {
@@ -165,5 +172,24 @@ describe('self reviews', () => {
       resources: ['pods', 'configmaps', 'namespaces', 'nodes'],
     });
     assert.ok(!JSON.stringify(everywhere).includes('secrets'));
+  });
+
+  test("whoami: a SelfSubjectReview of authentication.k8s.io v1, v1beta1 or v1alpha1 is the service's; the caller as clusters see it", () => {
+    const review = (path: string, method = 'POST') =>
+      isSelfReview(parseRequestInfo(method, path, new URLSearchParams()));
+    for (const version of ['v1', 'v1beta1', 'v1alpha1']) {
+      assert.equal(review(`/apis/authentication.k8s.io/${version}/selfsubjectreviews`), true, version);
+    }
+    assert.equal(review('/apis/authentication.k8s.io/v2/selfsubjectreviews'), false);
+    assert.equal(review('/apis/authentication.k8s.io/v1/selfsubjectreviews', 'GET'), false);
+    assert.equal(review('/apis/authentication.k8s.io/v1/tokenreviews'), false);
+    assert.equal(review('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'), true);
+    assert.deepEqual(subjectReviewStatus(dev), {
+      userInfo: { username: 'cas:dev', groups: ['cas:role:dev', 'system:authenticated'] },
+    });
+    const key: Caller = { ...dev, kind: 'apiKey', id: 42, name: 'laptop', userName: 'ann' };
+    assert.deepEqual(subjectReviewStatus(key), {
+      userInfo: { username: 'cas:ann', groups: ['cas:role:dev', 'system:authenticated'], extra: { 'cas-key': ['42'] } },
+    });
   });
 });
