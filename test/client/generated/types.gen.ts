@@ -4,76 +4,6 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
-export type PermissionRuleDto = {
-    /**
-     * The role the rule comes from.
-     */
-    role: string;
-    /**
-     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
-     */
-    namespaces: Array<string>;
-    /**
-     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
-     */
-    resources: Array<string>;
-    verbs: Array<string>;
-};
-
-export type PermissionsDto = {
-    cluster: string;
-    /**
-     * The caller has the admin role: everything is allowed.
-     */
-    admin: boolean;
-    /**
-     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
-     */
-    rules: Array<PermissionRuleDto>;
-};
-
-export type ErrorResponseDto = {
-    /**
-     * The HTTP status code.
-     */
-    statusCode: number;
-    /**
-     * What went wrong; for validation errors, one string per problem, each naming the field.
-     */
-    message: string | Array<string>;
-    /**
-     * The HTTP reason phrase.
-     */
-    error: string;
-    /**
-     * The request's id, also sent in the `x-request-id` response header.
-     */
-    requestId: string;
-};
-
-export type CanIDto = {
-    cluster: string;
-    /**
-     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
-     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
-     * subresource (read with `get`, written with `update`/`patch`).
-     */
-    resource: string;
-    /**
-     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
-     */
-    namespace?: string | null;
-    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
-};
-
-export type DecisionDto = {
-    allowed: boolean;
-    /**
-     * Why: the granting role, or what is lacking (the message a refused route call gives).
-     */
-    reason: string;
-};
-
 export type CreateUserDto = {
     username: string;
     /**
@@ -116,6 +46,25 @@ export type UserDetailDto = {
      * Avatar image URL, or null.
      */
     avatar_url: string | null;
+};
+
+export type ErrorResponseDto = {
+    /**
+     * The HTTP status code.
+     */
+    statusCode: number;
+    /**
+     * What went wrong; for validation errors, one string per problem, each naming the field.
+     */
+    message: string | Array<string>;
+    /**
+     * The HTTP reason phrase.
+     */
+    error: string;
+    /**
+     * The request's id, also sent in the `x-request-id` response header.
+     */
+    requestId: string;
 };
 
 export type UserDto = {
@@ -653,6 +602,57 @@ export type SearchResultDto = {
     total: number;
 };
 
+export type PermissionRuleDto = {
+    /**
+     * The role the rule comes from.
+     */
+    role: string;
+    /**
+     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
+     */
+    namespaces: Array<string>;
+    /**
+     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
+     */
+    resources: Array<string>;
+    verbs: Array<string>;
+};
+
+export type PermissionsDto = {
+    cluster: string;
+    /**
+     * The caller has the admin role: everything is allowed.
+     */
+    admin: boolean;
+    /**
+     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
+     */
+    rules: Array<PermissionRuleDto>;
+};
+
+export type CanIDto = {
+    cluster: string;
+    /**
+     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
+     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
+     * subresource (read with `get`, written with `update`/`patch`).
+     */
+    resource: string;
+    /**
+     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
+     */
+    namespace?: string | null;
+    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
+};
+
+export type DecisionDto = {
+    allowed: boolean;
+    /**
+     * Why: the granting role, or what is lacking (the message a refused route call gives).
+     */
+    reason: string;
+};
+
 export type ApplyConflictDto = {
     /**
      * The manager that owns the field, as the cluster names it (`kubectl`, `cas:alice`).
@@ -1062,103 +1062,6 @@ export type LoginDtoWritable = {
     username: string;
     password: string;
 };
-
-export type GetMyPermissionsData = {
-    body?: never;
-    path?: never;
-    query: {
-        /**
-         * The cluster, as sent in `x-cluster-name`.
-         */
-        cluster: string;
-    };
-    url: '/api/v1/auth/me/permissions';
-};
-
-export type GetMyPermissionsErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-};
-
-export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
-
-export type GetMyPermissionsResponses = {
-    200: PermissionsDto;
-};
-
-export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
-
-export type CheckPermissionData = {
-    body: CanIDto;
-    path?: never;
-    query?: never;
-    url: '/api/v1/auth/can-i';
-};
-
-export type CheckPermissionErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
-     */
-    413: ErrorResponseDto;
-    /**
-     * Unsupported request content type (send `application/json`)
-     */
-    415: ErrorResponseDto;
-    /**
-     * The cluster could not be reached or broke the connection
-     */
-    502: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-    /**
-     * The cluster did not answer in time
-     */
-    504: ErrorResponseDto;
-};
-
-export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
-
-export type CheckPermissionResponses = {
-    200: DecisionDto;
-};
-
-export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
 
 export type CreateSuperUserData = {
     body: CreateUserDtoWritable;
@@ -4411,6 +4314,103 @@ export type SearchResourcesResponses = {
 };
 
 export type SearchResourcesResponse = SearchResourcesResponses[keyof SearchResourcesResponses];
+
+export type GetMyPermissionsData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * The cluster, as sent in `x-cluster-name`.
+         */
+        cluster: string;
+    };
+    url: '/api/v1/auth/me/permissions';
+};
+
+export type GetMyPermissionsErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
+
+export type GetMyPermissionsResponses = {
+    200: PermissionsDto;
+};
+
+export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
+
+export type CheckPermissionData = {
+    body: CanIDto;
+    path?: never;
+    query?: never;
+    url: '/api/v1/auth/can-i';
+};
+
+export type CheckPermissionErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
+
+export type CheckPermissionResponses = {
+    200: DecisionDto;
+};
+
+export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
 
 export type ApplyResourcesData = {
     /**
