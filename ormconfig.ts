@@ -3,5 +3,6 @@
 import { DataSource } from 'typeorm';
 import { loadConfig } from './src/config/config.js';
 import { dataSourceOptions } from './src/database/data-source.js';
+import { ENTITIES } from './src/entities.js';
 
-export default new DataSource(dataSourceOptions(loadConfig()));
+export default new DataSource(dataSourceOptions(loadConfig(), ENTITIES));

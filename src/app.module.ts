@@ -10,6 +10,7 @@ import { AppValidationPipe } from './common/strict-input.js';
 import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
+import { ENTITIES } from './entities.js';
 import { HealthModule } from './health/health.module.js';
 import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
@@ -25,7 +26,7 @@ export class AppModule {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
-        DatabaseModule,
+        DatabaseModule.forRoot(ENTITIES),
         AccessModule,
         UsersModule,
         AuthModule,

@@ -1,17 +1,14 @@
 import { Global, Module } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
-import { ClusterEntity } from '../clusters/cluster.entity.js';
-import { ResourcesModule } from '../resources/resources.module.js';
-import { AccessController } from './access.controller.js';
 import { Authorizer } from './authorizer.js';
-import { RouteAccess } from './route-access.js';
 
-/** The authorizer, available to every module; and the routes that tell a caller what it may do. */
+/**
+ * The authorizer, available to every module. The routes that tell a caller what it may do (`can-i`,
+ * `me/permissions`) live with the resource routes (src/resources/access.controller.ts), whose own
+ * resolution they use; the namespaces route with the clusters.
+ */
 @Global()
 @Module({
-  imports: [TypeOrmModule.forFeature([ClusterEntity]), ResourcesModule],
-  controllers: [AccessController],
-  providers: [Authorizer, RouteAccess],
+  providers: [Authorizer],
   exports: [Authorizer],
 })
 export class AccessModule {}

@@ -1,5 +1,5 @@
 import { ForbiddenException, Injectable } from '@nestjs/common';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from './caller.js';
 import {
   ANY,
   coversName,

@@ -1,4 +1,4 @@
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from './caller.js';
 
 /** Who a cluster with `impersonate: true` is told the caller is. */
 export interface Impersonation {

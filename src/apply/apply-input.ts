@@ -1,7 +1,7 @@
 // What a server-side apply takes in: the documents of a body (YAML stream, JSON object, array or List),
 // read within bounds, and a PATCH as it goes to the cluster. Pure: no I/O.
 import { BadRequestException, ServiceUnavailableException } from '@nestjs/common';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { YamlBounds } from '../common/bounded-yaml.js';
 import { parseYamlStream, YamlParserBusyError } from '../common/yaml-thread.js';
 import type { PatchResourceQueryDto } from '../resources/dto/resource-query.dto.js';

@@ -1,9 +1,9 @@
 import { Body, Controller, Headers, HttpCode, Post, Query, Req } from '@nestjs/common';
 import { ApiBody, ApiConsumes, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
-import { noteAudit } from '../audit/audit-facts.js';
+import { noteAudit } from '../common/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { MAX_APPLY_DOCUMENTS } from './apply-input.js';
 import { ApplyService } from './apply.service.js';

@@ -1,8 +1,8 @@
 import { BadRequestException, ForbiddenException, HttpException, Injectable, NotFoundException } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Authorizer } from '../access/authorizer.js';
-import type { AuditedDocument } from '../audit/audit-facts.js';
-import type { Caller } from '../auth/caller.js';
+import type { AuditedDocument } from '../common/audit-facts.js';
+import type { Caller } from '../access/caller.js';
 import { clusterNameOf } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';

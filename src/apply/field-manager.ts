@@ -2,7 +2,7 @@
 // (`cas:key:<name>` for an API key), so that prefix names a person or a key of the service: a caller may
 // write as any manager of its own choosing except another one's. Pure: no I/O.
 import { ForbiddenException } from '@nestjs/common';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 
 /** Kubernetes accepts field managers up to this length. */
 const MAX_FIELD_MANAGER = 128;

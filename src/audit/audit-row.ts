@@ -1,7 +1,7 @@
 import { CLUSTER_NAME_PATTERN } from '../clusters/cluster-name.js';
 import type { FastifyRequest } from 'fastify';
-import type { Caller } from '../auth/caller.js';
-import { auditFactsOf, isWriteMethod } from './audit-facts.js';
+import type { Caller } from '../access/caller.js';
+import { auditFactsOf, isWriteMethod } from '../common/audit-facts.js';
 import type { AuditEventEntity } from './audit-event.entity.js';
 
 /** A row to store; `detail`: terminal sessions, and `{ dryRun: true }` on a dry-run write; `recording`: terminal sessions. */

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { auditFactsOf } from './audit-facts.js';
+import { auditFactsOf } from '../common/audit-facts.js';
 import { auditRowsFor, wantsCreatedId } from './audit-row.js';
 import { AuditService } from './audit.service.js';
 

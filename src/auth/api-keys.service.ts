@@ -12,7 +12,7 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { isUniqueViolation, Transactions } from '../database/transactions.js';
 import { ROLE_ADMIN, ROLE_VIEWER, RoleEntity } from '../users/role.entity.js';
 import { ApiKeyEntity } from './api-key.entity.js';
-import { type Caller, describeCaller } from './caller.js';
+import { type Caller, describeCaller } from '../access/caller.js';
 import type { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto.js';
 import { API_KEY_DISPLAY_LENGTH, API_KEY_PREFIX, generateSecret, sha256Hex } from './tokens.js';
 

@@ -13,7 +13,7 @@ import {
 } from '@nestjs/common';
 import { ApiCreatedResponse, ApiExtraModels, ApiOkResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { noteAudit } from '../audit/audit-facts.js';
+import { noteAudit } from '../common/audit-facts.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { SuccessResponseDto } from '../common/error-response.dto.js';
 import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
@@ -23,7 +23,7 @@ import { UsersService } from '../users/users.service.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { Auth, Authenticated, Public } from './auth.decorators.js';
 import { AuthService } from './auth.service.js';
-import type { Caller } from './caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto.js';
 import {
   CurrentUserIsApiKeyDto,

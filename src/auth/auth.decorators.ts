@@ -2,7 +2,7 @@ import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } 
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { ApiBearerAuth, ApiCookieAuth, ApiExtension, ApiSecurity } from '@nestjs/swagger';
 import { ACCESS_EXTENSION, ApiErrors } from '../common/api-errors.js';
-import type { Caller } from './caller.js';
+import type { Caller } from '../access/caller.js';
 
 export const ACCESS_METADATA = 'cas:access';
 

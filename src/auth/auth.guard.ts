@@ -15,7 +15,7 @@ import { toErrorResponse } from '../common/filters/http-exception.filter.js';
 import { refuseUndeclaredQuery } from '../common/strict-input.js';
 import { UserEntity } from '../users/user.entity.js';
 import { ACCESS_METADATA, ACCESS_ROUTE_CONFIG, type AccessRule } from './auth.decorators.js';
-import { bootstrapCaller, type Caller } from './caller.js';
+import { bootstrapCaller, type Caller } from '../access/caller.js';
 import { CredentialsService } from './credentials.service.js';
 import { sessionCookieOf } from './session-cookie.js';
 

@@ -7,7 +7,7 @@ import { LocalWrites } from '../database/local-writes.js';
 import { dbDate, runSql } from '../database/sql.js';
 import { ROLE_ADMIN } from '../users/role.entity.js';
 import { ApiKeyEntity } from './api-key.entity.js';
-import type { Caller } from './caller.js';
+import type { Caller } from '../access/caller.js';
 import { SessionEntity } from './session.entity.js';
 import { API_KEY_PREFIX, SESSION_TOKEN_PREFIX, sha256Hex } from './tokens.js';
 

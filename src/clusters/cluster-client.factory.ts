@@ -11,7 +11,7 @@ import type { ClusterConnection } from './cluster-connection.js';
 import { requireUsable } from './cluster-name.js';
 import { ClusterEntity } from './cluster.entity.js';
 import { credentialsOf, KubeconfigError, selectContext, type KubeconfigContext } from './kubeconfig.js';
-import { SecretBox } from './secret-box.js';
+import { SecretBox } from '../common/secret-box.js';
 
 /** The additional data a sealed kubeconfig is bound to. */
 export const CONFIG_PURPOSE = 'cas:cluster-config';

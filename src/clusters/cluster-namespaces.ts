@@ -1,6 +1,6 @@
 import { BadGatewayException, ForbiddenException, Injectable } from '@nestjs/common';
 import { Authorizer } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { clusterNameOf } from './cluster-name.js';
 import type { ClusterNamespacesDto } from './dto/cluster.dto.js';
 import { ClusterAccessReview } from './gateway/access-review.js';

@@ -2,7 +2,7 @@ import { Body, Controller, Delete, Get, Param, Post, Put } from '@nestjs/common'
 import { ApiCreatedResponse, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import { Authorizer } from '../access/authorizer.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { ApiIdParam, ParseIdPipe } from '../common/id.pipe.js';
 import { ClusterNamespaces } from './cluster-namespaces.js';

@@ -11,7 +11,7 @@ import { ClustersService } from './clusters.service.js';
 import { ClusterAccessReview } from './gateway/access-review.js';
 import { ClusterGateway } from './gateway/cluster-gateway.js';
 import { WriteMarks } from './gateway/write-marks.js';
-import { SecretBox, secretBoxFromConfig } from './secret-box.js';
+import { SecretBox, secretBoxFromConfig } from '../common/secret-box.js';
 
 @Module({
   imports: [TypeOrmModule.forFeature([ClusterEntity])],

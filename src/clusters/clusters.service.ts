@@ -1,7 +1,7 @@
 import { BadRequestException, ConflictException, Inject, Injectable, Logger, NotFoundException } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, Repository } from 'typeorm';
-import { type Caller, describeCaller } from '../auth/caller.js';
+import { type Caller, describeCaller } from '../access/caller.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { isUniqueViolation, Transactions } from '../database/transactions.js';
 import { isIP } from 'node:net';
@@ -24,7 +24,7 @@ import {
   toStoredKubeconfig,
   type KubeconfigContext,
 } from './kubeconfig.js';
-import { SecretBox } from './secret-box.js';
+import { SecretBox } from '../common/secret-box.js';
 
 export const IN_CLUSTER_NAME = 'in-cluster';
 

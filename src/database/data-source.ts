@@ -1,9 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import pg from 'pg';
-import type { DataSourceOptions } from 'typeorm';
+import type { DataSourceOptions, MixedList } from 'typeorm';
 import type { AppConfig } from '../config/config.js';
-import { ENTITIES } from './entities.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres/index.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite/index.js';
 
@@ -19,8 +18,13 @@ function makePgUtc(): void {
   pg.types.setTypeParser(PG_TIMESTAMP_WITHOUT_TZ, (value: string) => new Date(`${value.replace(' ', 'T')}Z`));
 }
 
-export function dataSourceOptions(config: Pick<AppConfig, 'database'>): DataSourceOptions {
-  const common = { entities: ENTITIES, synchronize: false, migrationsRun: false, logging: false } as const;
+/** `entities`: every entity of the service (src/entities.ts). */
+export function dataSourceOptions(
+  config: Pick<AppConfig, 'database'>,
+   
+  entities: MixedList<Function> = [],
+): DataSourceOptions {
+  const common = { entities, synchronize: false, migrationsRun: false, logging: false } as const;
   if (config.database.type === 'postgres') {
     makePgUtc();
     return {

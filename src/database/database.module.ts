@@ -1,4 +1,4 @@
-import { Global, Module } from '@nestjs/common';
+import { type DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { dataSourceOptions } from './data-source.js';
@@ -7,16 +7,22 @@ import { Leases } from './leases.js';
 import { LocalWrites } from './local-writes.js';
 import { Transactions } from './transactions.js';
 
+/** The data source (migrations run at start) and the database's own services; `entities` come from src/entities.ts. */
 @Global()
-@Module({
-  imports: [
-    TypeOrmModule.forRootAsync({
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => ({ ...dataSourceOptions(config), migrationsRun: true }),
-    }),
-    TypeOrmModule.forFeature([LeaseEntity]),
-  ],
-  providers: [Transactions, Leases, LocalWrites],
-  exports: [Transactions, Leases, LocalWrites],
-})
-export class DatabaseModule {}
+@Module({})
+export class DatabaseModule {
+  static forRoot(entities: Parameters<typeof dataSourceOptions>[1]): DynamicModule {
+    return {
+      module: DatabaseModule,
+      imports: [
+        TypeOrmModule.forRootAsync({
+          inject: [APP_CONFIG],
+          useFactory: (config: AppConfig) => ({ ...dataSourceOptions(config, entities), migrationsRun: true }),
+        }),
+        TypeOrmModule.forFeature([LeaseEntity]),
+      ],
+      providers: [Transactions, Leases, LocalWrites],
+      exports: [Transactions, Leases, LocalWrites],
+    };
+  }
+}

@@ -1,6 +1,6 @@
 import { resourceIdOf as typeIdOf } from '../k8s/resource-path.js';
 import type { AccessRequest, Authorizer, Decision, Verb } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { STATUS_SUFFIX } from '../access/rules.js';
 import type { RequestInfo } from '../k8s/request-info.js';
 

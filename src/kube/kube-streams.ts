@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { PassThrough } from 'node:stream';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { OwnedStream, StreamKind, StreamOwner, StreamTicket } from '../streams/stream-owner.js';
 

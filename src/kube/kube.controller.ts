@@ -15,7 +15,7 @@ import {
 import { ApiBody, ApiConsumes, ApiOperation, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { kubernetesRef } from '../resources/dto/kubernetes-schemas.js';
 import { KubeStatusFilter } from './kube-status.js';
 import { KubeService } from './kube.service.js';

@@ -1,9 +1,9 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { noteAudit } from '../audit/audit-facts.js';
+import { noteAudit } from '../common/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { CreateKubeconfigDto } from './dto/kubeconfig.dto.js';
 import { KubeconfigsService } from './kubeconfigs.service.js';

@@ -6,7 +6,7 @@ import { Repository } from 'typeorm';
 import { stringify } from 'yaml';
 import { Authorizer } from '../access/authorizer.js';
 import { ApiKeysService } from '../auth/api-keys.service.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ClusterEntity } from '../clusters/cluster.entity.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import type { CreateKubeconfigDto } from './dto/kubeconfig.dto.js';

@@ -1,6 +1,6 @@
 import type { Authorizer, Decision } from '../access/authorizer.js';
 import { ANY, coversNamespace, coversResource, coversVerb, NAMED_ONLY_VERBS, STATUS_SUFFIX } from '../access/rules.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { impersonationFor } from '../access/impersonation.js';
 import { resourceIdOf, type ResourceType } from '../k8s/resource-path.js';
 import { decideKubeAccess, kubeAccessOf } from './kube-access.js';

@@ -1,11 +1,10 @@
 import { BadRequestException, ForbiddenException, Injectable } from '@nestjs/common';
 import { type AccessRequest, Authorizer } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { LabelSelectorError, matchesLabels, parseLabelSelector, type LabelSelector } from '../k8s/label-selector.js';
-import { type ListResourcesQueryDto } from '../resources/dto/resource-query.dto.js';
 import { apiVersionOf, resourceIdOf, type ResourceType } from '../k8s/resource-path.js';
 import type { StreamOwner } from '../streams/stream-owner.js';
 import { itemJson } from './entries.js';
@@ -23,6 +22,25 @@ export interface PageTarget {
   type: ResourceType;
   /** null: `_all` (or a cluster-scoped type). */
   namespace: string | null;
+}
+
+/** What a paged query reads of a list route's query (the resource routes' query DTO, validated). */
+export interface PagedQueryInput {
+  limit?: unknown;
+  continue?: unknown;
+  resourceVersionMatch?: unknown;
+  allowWatchBookmarks?: unknown;
+  resourceVersion?: unknown;
+  timeoutSeconds?: unknown;
+  watch?: boolean;
+  labelSelector?: string;
+  fieldSelector?: string;
+  page?: number;
+  size?: number;
+  sortBy?: string;
+  sortOrder?: 'asc' | 'desc';
+  search?: string;
+  showManagedFields?: boolean;
 }
 
 /** One paged query, validated. */
@@ -71,7 +89,7 @@ export class ListsService {
   ) {}
 
   /** The validated paged query, or a 400 naming what is wrong. */
-  parse(q: ListResourcesQueryDto, type: ResourceType): PageQuery {
+  parse(q: PagedQueryInput, type: ResourceType): PageQuery {
     const problems: string[] = [];
     for (const name of PASS_THROUGH_ONLY) {
       if (q[name] !== undefined)

@@ -2,7 +2,7 @@ import { BadRequestException } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import type { AccessRequest } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { OwnedStream, StreamOwner, StreamTicket } from '../streams/stream-owner.js';
 import { revision, statusObject } from '../k8s/watch-events.js';

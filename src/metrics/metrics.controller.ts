@@ -12,7 +12,7 @@ import {
 import type { FastifyReply } from 'fastify';
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { ErrorResponseDto } from '../common/error-response.dto.js';
 import {

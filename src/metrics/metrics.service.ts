@@ -2,7 +2,7 @@ import { BadGatewayException, BadRequestException, Inject, Injectable, NotFoundE
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { Authorizer, type AccessRequest } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ClusterEntity } from '../clusters/cluster.entity.js';
 import { clusterNameOf, requireUsable } from '../clusters/cluster-name.js';
 import type { ClusterResponse } from '../clusters/gateway/answer.js';

@@ -2,7 +2,7 @@ import { BadRequestException, Controller, Get, Param, Query, Req } from '@nestjs
 import type { FastifyRequest } from 'fastify';
 import { ApiBadGatewayResponse, ApiGatewayTimeoutResponse, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { ErrorResponseDto } from '../common/error-response.dto.js';
 import { ApiResourcesService } from './api-resources.service.js';

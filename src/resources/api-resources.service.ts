@@ -1,6 +1,6 @@
 import { BadGatewayException, ForbiddenException, Injectable, NotFoundException } from '@nestjs/common';
 import { Authorizer, VERBS, type Verb } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import { clusterNameOf } from '../clusters/cluster-name.js';
 import { ClusterAccessReview, type ReviewAttributes } from '../clusters/gateway/access-review.js';

@@ -3,7 +3,7 @@ import { ApiOkResponse, ApiParam, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
 import { presentedSecret } from '../auth/auth.guard.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors, ResourceResponses } from '../common/api-errors.js';
 import { exemptFromIdleTimeout } from '../common/timeouts.js';
 import { PodLogQueryDto } from './dto/pod-log-query.dto.js';

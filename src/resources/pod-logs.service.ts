@@ -1,7 +1,7 @@
 import { BadRequestException, Injectable, Logger } from '@nestjs/common';
 import { PassThrough } from 'node:stream';
 import type { AccessRequest } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import { type OwnedStream, StreamOwner, type StreamTicket } from '../streams/stream-owner.js';

@@ -18,9 +18,9 @@ import {
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
-import { isWriteMethod, noteAudit, peekWriteAnswer } from '../audit/audit-facts.js';
+import { isWriteMethod, noteAudit, peekWriteAnswer } from '../common/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors, ResourceResponses } from '../common/api-errors.js';
 import { kubernetesRef } from './dto/kubernetes-schemas.js';
 import type { WatchFormat } from '../watch/watch-stream.js';

@@ -4,8 +4,12 @@ import { ClustersModule } from '../clusters/clusters.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
 import { WatchModule } from '../watch/watch.module.js';
 import { ListsModule } from '../lists/lists.module.js';
-import { SearchController } from '../lists/search.controller.js';
-import { SearchService } from '../lists/search.service.js';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { ClusterEntity } from '../clusters/cluster.entity.js';
+import { AccessController } from './access.controller.js';
+import { SearchController } from './search.controller.js';
+import { SearchService } from './search.service.js';
+import { RouteAccess } from './route-access.js';
 import { ApiResourcesController } from './api-resources.controller.js';
 import { ApiResourcesService } from './api-resources.service.js';
 import { ResourceDiscovery } from './discovery.js';
@@ -17,9 +21,16 @@ import { SubresourcesController } from './subresources.controller.js';
 import { SubresourcesService } from './subresources.service.js';
 
 @Module({
-  imports: [ClustersModule, AuthModule, WatchModule, StreamsModule, ListsModule],
-  // Search (lists/) resolves each type as the resource routes do: it lives with them.
-  controllers: [ResourcesController, LogsController, ApiResourcesController, SubresourcesController, SearchController],
+  imports: [ClustersModule, AuthModule, WatchModule, StreamsModule, ListsModule, TypeOrmModule.forFeature([ClusterEntity])],
+  // Search and can-i resolve each type as the resource routes do: they live with them.
+  controllers: [
+    ResourcesController,
+    LogsController,
+    ApiResourcesController,
+    SubresourcesController,
+    SearchController,
+    AccessController,
+  ],
   providers: [
     ResourcesService,
     ResourceDiscovery,
@@ -27,8 +38,8 @@ import { SubresourcesService } from './subresources.service.js';
     ApiResourcesService,
     SubresourcesService,
     SearchService,
+    RouteAccess,
   ],
-  // can-i (access/) resolves types and scopes exactly as the routes do.
   exports: [ResourcesService, ResourceDiscovery],
 })
 export class ResourcesModule {}

@@ -10,7 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Authorizer, type Verb } from '../access/authorizer.js';
 import { presentedSecret } from '../auth/auth.guard.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { clusterNameOf } from '../clusters/cluster-name.js';
 import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
 import type { ClusterAnswer, SettledAnswer } from '../clusters/gateway/answer.js';

@@ -2,7 +2,7 @@ import { Body, Controller, Get, Param, Patch, Put, Query, Res, Headers } from '@
 import { ApiBody, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
 import { OBJECT, PATCH_BODY, ResourceParams, sendAnswer, Target } from './resources.controller.js';
 import type { ResourceTarget } from './resources.service.js';

@@ -2,7 +2,7 @@ import { BadRequestException, Injectable, NotFoundException } from '@nestjs/comm
 import type { ClusterResponse } from '../clusters/gateway/answer.js';
 import { Authorizer, type Verb } from '../access/authorizer.js';
 import { STATUS_SUFFIX } from '../access/rules.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { GetResourceQueryDto, PatchResourceQueryDto, WriteResourceQueryDto } from './dto/resource-query.dto.js';
 import { patchRequest } from '../apply/apply-input.js';
 import { assertOwnFieldManager } from '../apply/field-manager.js';

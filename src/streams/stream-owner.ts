@@ -1,6 +1,6 @@
 import { HttpException, HttpStatus, Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { type AccessRequest, Authorizer } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';

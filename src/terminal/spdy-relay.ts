@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { StringDecoder } from 'node:string_decoder';
 import type { AccessRequest } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import type { OwnedStream } from '../streams/stream-owner.js';
 import type { AsciicastRecording } from './recording.js';

@@ -1,7 +1,7 @@
 import type { StringDecoder } from 'node:string_decoder';
 import { WebSocket, type RawData } from 'ws';
 import type { AccessRequest } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';
 import { MAX_WEBSOCKET_MESSAGE } from '../clusters/gateway/upgrade.js';
 import type { OwnedStream } from '../streams/stream-owner.js';

@@ -16,7 +16,7 @@ import { type AccessRequest, Authorizer } from '../access/authorizer.js';
 import type { AuditRow } from '../audit/audit-row.js';
 import { AuditService } from '../audit/audit.service.js';
 import { COOKIE_NOT_ACCEPTED } from '../auth/auth.guard.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../auth/session-cookie.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';

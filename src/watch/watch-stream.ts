@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import type { AccessRequest } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { LabelSelector } from '../k8s/label-selector.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import type { OwnedStream, StreamOwner } from '../streams/stream-owner.js';

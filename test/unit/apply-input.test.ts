@@ -17,7 +17,7 @@ import { documentsOf, MAX_APPLY_DOCUMENTS, patchRequest } from '../../src/apply/
 import { bindToRead } from '../../src/apply/apply-preconditions.js';
 import { diffOf, INLINE_DIFF_BYTES } from '../../src/apply/diff-thread.js';
 import { defaultFieldManager, foreignFieldManager } from '../../src/apply/field-manager.js';
-import type { Caller } from '../../src/auth/caller.js';
+import type { Caller } from '../../src/access/caller.js';
 import { INLINE_YAML_CHARS, MAX_WAITING_YAML_TEXTS } from '../../src/common/yaml-thread.js';
 
 async function problemsOf(work: () => Promise<unknown>): Promise<string> {

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { Authorizer, type Verb } from '../../src/access/authorizer.js';
 import { impersonationFor, impersonationHeaders } from '../../src/access/impersonation.js';
 import type { AccessRule } from '../../src/access/rules.js';
-import type { Caller } from '../../src/auth/caller.js';
+import type { Caller } from '../../src/access/caller.js';
 import { BUILT_IN_RULES } from '../../src/database/migrations/common/1795351998878-RoleRulesKeyOwners.data.js';
 
 const authorizer = new Authorizer();

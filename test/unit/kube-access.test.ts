@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Authorizer } from '../../src/access/authorizer.js';
 import type { AccessRule } from '../../src/access/rules.js';
-import type { Caller } from '../../src/auth/caller.js';
+import type { Caller } from '../../src/access/caller.js';
 import { BUILT_IN_RULES } from '../../src/database/migrations/common/1795351998878-RoleRulesKeyOwners.data.js';
 import { decideKubeAccess, kubeAccessOf } from '../../src/kube/kube-access.js';
 import { parseRequestInfo } from '../../src/k8s/request-info.js';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Authorizer } from '../../src/access/authorizer.js';
-import type { Caller } from '../../src/auth/caller.js';
+import type { Caller } from '../../src/access/caller.js';
 import { parseRequestInfo } from '../../src/k8s/request-info.js';
 import {
   accessReviewDecision,

@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { KEY_FILE_NAME, keyIdOf, loadOrCreateKey, SecretBox, SecretBoxError } from '../../src/clusters/secret-box.js';
+import { KEY_FILE_NAME, keyIdOf, loadOrCreateKey, SecretBox, SecretBoxError } from '../../src/common/secret-box.js';
 
 describe('SecretBox (AES-256-GCM for stored kubeconfigs)', () => {
   const key = randomBytes(32);

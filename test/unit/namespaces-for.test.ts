@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import { Authorizer } from '../../src/access/authorizer.js';
 import type { ClusterResourceRule } from '../../src/access/namespaces.js';
 import type { AccessRule } from '../../src/access/rules.js';
-import type { Caller } from '../../src/auth/caller.js';
+import type { Caller } from '../../src/access/caller.js';
 
 const authorizer = new Authorizer();
 

@@ -1,5 +1,5 @@
 import { ApiErrors } from '../../common/api-errors.js';
-import { noteAudit } from '../../audit/audit-facts.js';
+import { noteAudit } from '../../common/audit-facts.js';
 import { Controller, Get, Inject, Param, Query, Req, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';

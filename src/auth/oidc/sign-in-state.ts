@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { loadOrCreateKey, SecretBox } from '../../clusters/secret-box.js';
+import { loadOrCreateKey, SecretBox } from '../../common/secret-box.js';
 import type { AppConfig } from '../../config/config.js';
 
 /** How long a sign-in may take at the provider before it must start again. */

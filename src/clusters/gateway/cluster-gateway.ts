@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { Agent } from 'undici';
 import { impersonationFor } from '../../access/impersonation.js';
-import type { Caller } from '../../auth/caller.js';
+import type { Caller } from '../../access/caller.js';
 import { APP_CONFIG, type AppConfig } from '../../config/config.js';
 import { policyLookup } from '../address-policy.js';
 import { ClusterClientFactory } from '../cluster-client.factory.js';

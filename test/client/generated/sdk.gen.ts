@@ -19,55 +19,6 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
 };
 
 /**
- * The caller's effective rules on one cluster.
- *
- * The caller's effective rules on one cluster.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const getMyPermissions = <ThrowOnError extends boolean = false>(options: Options<GetMyPermissionsData, ThrowOnError>) => (options.client ?? client).get<GetMyPermissionsResponses, GetMyPermissionsErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/auth/me/permissions',
-    ...options
-});
-
-/**
- * Whether the caller may do one thing, and why (the 403 or 400 message a route would give).
- *
- * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
- * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
- * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
- * namespace answer `allowed: false` saying so.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const checkPermission = <ThrowOnError extends boolean = false>(options: Options<CheckPermissionData, ThrowOnError>) => (options.client ?? client).post<CheckPermissionResponses, CheckPermissionErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/auth/can-i',
-    ...options,
-    headers: {
-        'Content-Type': 'application/json',
-        ...options.headers
-    }
-});
-
-/**
  * Creates the first user, an admin.
  *
  * Creates the first user, an admin. Public while no user exists; 409 afterwards.
@@ -1190,6 +1141,55 @@ export const searchResources = <ThrowOnError extends boolean = false>(options: O
     ],
     url: '/api/v1/search',
     ...options
+});
+
+/**
+ * The caller's effective rules on one cluster.
+ *
+ * The caller's effective rules on one cluster.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const getMyPermissions = <ThrowOnError extends boolean = false>(options: Options<GetMyPermissionsData, ThrowOnError>) => (options.client ?? client).get<GetMyPermissionsResponses, GetMyPermissionsErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/auth/me/permissions',
+    ...options
+});
+
+/**
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give).
+ *
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
+ * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
+ * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
+ * namespace answer `allowed: false` saying so.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const checkPermission = <ThrowOnError extends boolean = false>(options: Options<CheckPermissionData, ThrowOnError>) => (options.client ?? client).post<CheckPermissionResponses, CheckPermissionErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/auth/can-i',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });
 
 /**

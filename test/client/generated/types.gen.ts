@@ -4,76 +4,6 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
-export type PermissionRuleDto = {
-    /**
-     * The role the rule comes from.
-     */
-    role: string;
-    /**
-     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
-     */
-    namespaces: Array<string>;
-    /**
-     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
-     */
-    resources: Array<string>;
-    verbs: Array<string>;
-};
-
-export type PermissionsDto = {
-    cluster: string;
-    /**
-     * The caller has the admin role: everything is allowed.
-     */
-    admin: boolean;
-    /**
-     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
-     */
-    rules: Array<PermissionRuleDto>;
-};
-
-export type ErrorResponseDto = {
-    /**
-     * The HTTP status code.
-     */
-    statusCode: number;
-    /**
-     * What went wrong; for validation errors, one string per problem, each naming the field.
-     */
-    message: string | Array<string>;
-    /**
-     * The HTTP reason phrase.
-     */
-    error: string;
-    /**
-     * The request's id, also sent in the `x-request-id` response header.
-     */
-    requestId: string;
-};
-
-export type CanIDto = {
-    cluster: string;
-    /**
-     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
-     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
-     * subresource (read with `get`, written with `update`/`patch`).
-     */
-    resource: string;
-    /**
-     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
-     */
-    namespace?: string | null;
-    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
-};
-
-export type DecisionDto = {
-    allowed: boolean;
-    /**
-     * Why: the granting role, or what is lacking (the message a refused route call gives).
-     */
-    reason: string;
-};
-
 export type CreateUserDto = {
     username: string;
     /**
@@ -116,6 +46,25 @@ export type UserDetailDto = {
      * Avatar image URL, or null.
      */
     avatar_url: string | null;
+};
+
+export type ErrorResponseDto = {
+    /**
+     * The HTTP status code.
+     */
+    statusCode: number;
+    /**
+     * What went wrong; for validation errors, one string per problem, each naming the field.
+     */
+    message: string | Array<string>;
+    /**
+     * The HTTP reason phrase.
+     */
+    error: string;
+    /**
+     * The request's id, also sent in the `x-request-id` response header.
+     */
+    requestId: string;
 };
 
 export type UserDto = {
@@ -653,6 +602,57 @@ export type SearchResultDto = {
     total: number;
 };
 
+export type PermissionRuleDto = {
+    /**
+     * The role the rule comes from.
+     */
+    role: string;
+    /**
+     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
+     */
+    namespaces: Array<string>;
+    /**
+     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
+     */
+    resources: Array<string>;
+    verbs: Array<string>;
+};
+
+export type PermissionsDto = {
+    cluster: string;
+    /**
+     * The caller has the admin role: everything is allowed.
+     */
+    admin: boolean;
+    /**
+     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
+     */
+    rules: Array<PermissionRuleDto>;
+};
+
+export type CanIDto = {
+    cluster: string;
+    /**
+     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
+     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
+     * subresource (read with `get`, written with `update`/`patch`).
+     */
+    resource: string;
+    /**
+     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
+     */
+    namespace?: string | null;
+    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
+};
+
+export type DecisionDto = {
+    allowed: boolean;
+    /**
+     * Why: the granting role, or what is lacking (the message a refused route call gives).
+     */
+    reason: string;
+};
+
 export type ApplyConflictDto = {
     /**
      * The manager that owns the field, as the cluster names it (`kubectl`, `cas:alice`).
@@ -1062,103 +1062,6 @@ export type LoginDtoWritable = {
     username: string;
     password: string;
 };
-
-export type GetMyPermissionsData = {
-    body?: never;
-    path?: never;
-    query: {
-        /**
-         * The cluster, as sent in `x-cluster-name`. Example: `prod`
-         */
-        cluster: string;
-    };
-    url: '/api/v1/auth/me/permissions';
-};
-
-export type GetMyPermissionsErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-};
-
-export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
-
-export type GetMyPermissionsResponses = {
-    200: PermissionsDto;
-};
-
-export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
-
-export type CheckPermissionData = {
-    body: CanIDto;
-    path?: never;
-    query?: never;
-    url: '/api/v1/auth/can-i';
-};
-
-export type CheckPermissionErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
-     */
-    413: ErrorResponseDto;
-    /**
-     * Unsupported request content type (send `application/json`)
-     */
-    415: ErrorResponseDto;
-    /**
-     * The cluster could not be reached or broke the connection
-     */
-    502: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-    /**
-     * The cluster did not answer in time
-     */
-    504: ErrorResponseDto;
-};
-
-export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
-
-export type CheckPermissionResponses = {
-    200: DecisionDto;
-};
-
-export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
 
 export type CreateSuperUserData = {
     body: CreateUserDtoWritable;
@@ -2409,7 +2312,7 @@ export type StartOidcLoginData = {
     };
     query?: {
         /**
-         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`. Example: `/`
+         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`.
          */
         redirect?: string;
     };
@@ -3010,23 +2913,23 @@ export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessRespo
 
 export type ListResourcesData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
     };
@@ -3049,15 +2952,15 @@ export type ListResourcesData = {
          */
         timeoutSeconds?: number;
         /**
-         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1. Example: `1`
+         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1.
          */
         page?: number;
         /**
-         * Paged query: objects per page (default 50). Example: `50`
+         * Paged query: objects per page (default 50).
          */
         size?: number;
         /**
-         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`. Example: `metadata.creationTimestamp`
+         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`.
          */
         sortBy?: string;
         /**
@@ -3065,7 +2968,7 @@ export type ListResourcesData = {
          */
         sortOrder?: 'asc' | 'desc';
         /**
-         * Paged query: a case-insensitive substring of the name, the namespace or a label value. Example: `web`
+         * Paged query: a case-insensitive substring of the name, the namespace or a label value.
          */
         search?: string;
         /**
@@ -3090,10 +2993,6 @@ export type ListResourcesData = {
          * comes at once when the list changed after it).
          */
         resourceVersion?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3167,19 +3066,19 @@ export type CreateResourceData = {
      * The full object
      */
     body: KubernetesObjectInput;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
     };
@@ -3192,10 +3091,6 @@ export type CreateResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3268,27 +3163,27 @@ export type CreateResourceResponse = CreateResourceResponses[keyof CreateResourc
 
 export type ListObjectEventsData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `my-config`
+         * Object name
          */
         name: string;
     };
@@ -3309,10 +3204,6 @@ export type ListObjectEventsData = {
          * With `watch=true`: stream the changes after this version.
          */
         resourceVersion?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/events';
 };
@@ -3383,23 +3274,23 @@ export type ListObjectEventsResponse = ListObjectEventsResponses[keyof ListObjec
 
 export type DeleteResourceData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `my-config`
+         * Object name
          */
         name: string;
     };
@@ -3421,10 +3312,6 @@ export type DeleteResourceData = {
          */
         timeoutSeconds?: number;
         dryRun?: 'All';
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3501,32 +3388,28 @@ export type DeleteResourceResponse = DeleteResourceResponses[keyof DeleteResourc
 
 export type GetResourceData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `my-config`
+         * Object name
          */
         name: string;
     };
     query?: {
         resourceVersion?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3596,23 +3479,23 @@ export type PatchResourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `my-config`
+         * Object name
          */
         name: string;
     };
@@ -3637,10 +3520,6 @@ export type PatchResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3720,23 +3599,23 @@ export type ReplaceResourceData = {
      * The full object, with metadata.name and metadata.resourceVersion
      */
     body: KubernetesObjectInput;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `my-config`
+         * Object name
          */
         name: string;
     };
@@ -3749,10 +3628,6 @@ export type ReplaceResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3825,25 +3700,25 @@ export type ReplaceResourceResponse = ReplaceResourceResponses[keyof ReplaceReso
 
 export type GetPodLogData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Namespace of the pod. Example: `default`
+         * Namespace of the pod
          */
         namespace: string;
         /**
-         * Name of the pod. Example: `web-0`
+         * Name of the pod
          */
         name: string;
     };
     query?: {
         /**
-         * The container to read; the cluster answers 400 when the pod has several and none is named. Example: `app`
+         * The container to read; the cluster answers 400 when the pod has several and none is named.
          */
         container?: string;
         /**
@@ -3859,7 +3734,7 @@ export type GetPodLogData = {
          */
         sinceSeconds?: number;
         /**
-         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`. Example: `2026-01-01T00:00:00Z`
+         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`.
          */
         sinceTime?: string;
         /**
@@ -3874,10 +3749,6 @@ export type GetPodLogData = {
          * Stop after this many bytes.
          */
         limitBytes?: number;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/pods/{namespace}/{name}/log';
 };
@@ -3948,14 +3819,14 @@ export type ListApiResourcesData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster. Example: `production`
+         * Name of the cluster
          */
         name: string;
     };
     query?: {
         /**
          * Answer `allowedVerbs` for this namespace. Without it they are the verbs the caller may use on
-         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces). Example: `default`
+         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces).
          */
         namespace?: string;
     };
@@ -4013,11 +3884,11 @@ export type GetApiResourceSchemaData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster. Example: `production`
+         * Name of the cluster
          */
         name: string;
         /**
-         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes. Example: `deployments.apps`
+         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes
          */
         resource: string;
     };
@@ -4074,36 +3945,32 @@ export type GetApiResourceSchemaResponse = GetApiResourceSchemaResponses[keyof G
 
 export type GetSubresourceData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `web`
+         * Object name
          */
         name: string;
     };
     query?: {
         resourceVersion?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4173,27 +4040,27 @@ export type PatchSubresourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `web`
+         * Object name
          */
         name: string;
     };
@@ -4218,10 +4085,6 @@ export type PatchSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4297,27 +4160,27 @@ export type ReplaceSubresourceData = {
      * The subresource as read, changed (e.g. `spec.replicas` of a Scale)
      */
     body: KubernetesObject;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
          */
         namespace: string;
         /**
-         * Object name. Example: `web`
+         * Object name
          */
         name: string;
     };
@@ -4330,10 +4193,6 @@ export type ReplaceSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4409,20 +4268,20 @@ export type SearchResourcesData = {
     path?: never;
     query: {
         /**
-         * A case-insensitive substring of the object's name. Example: `web`
+         * A case-insensitive substring of the object's name.
          */
         q: string;
         /**
-         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on). Example: `prod,staging`
+         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on).
          */
         clusters?: string;
         /**
          * Comma-separated resource types as the resource routes name them (default: namespaces, nodes, pods,
-         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs). Example: `pods,deployments.apps`
+         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs).
          */
         resources?: string;
         /**
-         * How many matches to answer (default 50); `total` counts them all. Example: `50`
+         * How many matches to answer (default 50); `total` counts them all.
          */
         size?: number;
     };
@@ -4456,6 +4315,103 @@ export type SearchResourcesResponses = {
 
 export type SearchResourcesResponse = SearchResourcesResponses[keyof SearchResourcesResponses];
 
+export type GetMyPermissionsData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * The cluster, as sent in `x-cluster-name`.
+         */
+        cluster: string;
+    };
+    url: '/api/v1/auth/me/permissions';
+};
+
+export type GetMyPermissionsErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
+
+export type GetMyPermissionsResponses = {
+    200: PermissionsDto;
+};
+
+export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
+
+export type CheckPermissionData = {
+    body: CanIDto;
+    path?: never;
+    query?: never;
+    url: '/api/v1/auth/can-i';
+};
+
+export type CheckPermissionErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
+
+export type CheckPermissionResponses = {
+    200: DecisionDto;
+};
+
+export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
+
 export type ApplyResourcesData = {
     /**
      * At most 500 documents and 10 MiB: a YAML stream (`---` between documents) as `application/yaml`, or JSON as `application/json`: one object, an array of objects, or a `List` (its `items` are applied).
@@ -4483,16 +4439,16 @@ export type ApplyResourcesData = {
         }>;
         [key: string]: unknown;
     }>;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path?: never;
     query?: {
         /**
-         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`. Example: `shop`
+         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`.
          */
         namespace?: string;
         /**
@@ -4508,10 +4464,6 @@ export type ApplyResourcesData = {
          * key). Another `cas:` manager (another user's or key's) is a 403.
          */
         fieldManager?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/apply';
 };
@@ -4571,26 +4523,22 @@ export type ApplyResourcesResponse = ApplyResourcesResponses[keyof ApplyResource
 
 export type QueryMetricsData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`. Example: `sum by (code) (rate(apiserver_request_total[5m]))`
+         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`.
          */
         query: string;
         /**
          * Evaluation time: Unix seconds (`1767366245.5`) or RFC 3339 (`2026-01-02T15:04:05Z`); default now
          */
         time?: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/metrics/query';
 };
@@ -4649,16 +4597,16 @@ export type QueryMetricsResponse = QueryMetricsResponses[keyof QueryMetricsRespo
 
 export type QueryMetricsRangeData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB. Example: `sum(rate(apiserver_request_total[5m]))`
+         * PromQL, at most 4 KiB.
          */
         query: string;
         /**
@@ -4670,13 +4618,9 @@ export type QueryMetricsRangeData = {
          */
         end: string;
         /**
-         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000. Example: `30s`
+         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000
          */
         step: string;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/metrics/query_range';
 };
@@ -4735,11 +4679,11 @@ export type QueryMetricsRangeResponse = QueryMetricsRangeResponses[keyof QueryMe
 
 export type ListMetricSeriesData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path?: never;
     query: {
@@ -4752,13 +4696,9 @@ export type ListMetricSeriesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB. Example: `apiserver_request_total`
+         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB
          */
         'match[]': Array<string>;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/metrics/series';
 };
@@ -4817,11 +4757,11 @@ export type ListMetricSeriesResponse = ListMetricSeriesResponses[keyof ListMetri
 
 export type ListMetricLabelsData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path?: never;
     query?: {
@@ -4834,13 +4774,9 @@ export type ListMetricLabelsData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
          */
         'match[]'?: Array<string>;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/metrics/labels';
 };
@@ -4899,15 +4835,15 @@ export type ListMetricLabelsResponse = ListMetricLabelsResponses[keyof ListMetri
 
 export type ListMetricLabelValuesData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * A label name (`[A-Za-z_][A-Za-z0-9_]*`). Example: `job`
+         * A label name (`[A-Za-z_][A-Za-z0-9_]*`)
          */
         label: string;
     };
@@ -4921,13 +4857,9 @@ export type ListMetricLabelValuesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
          */
         'match[]'?: Array<string>;
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/metrics/label/{label}/values';
 };
@@ -4990,19 +4922,16 @@ export type ListMetricLabelValuesResponse = ListMetricLabelValuesResponses[keyof
 
 export type GetPodMetricsData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
-        /**
-         * Example: `default`
-         */
         namespace: string;
         /**
-         * Pod name. Example: `web-7d4b9c-x2x8k`
+         * Pod name
          */
         name: string;
     };
@@ -5011,10 +4940,6 @@ export type GetPodMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/metrics/pods/{namespace}/{name}';
 };
@@ -5068,15 +4993,15 @@ export type GetPodMetricsResponse = GetPodMetricsResponses[keyof GetPodMetricsRe
 
 export type GetNodeMetricsData = {
     body?: never;
-    headers?: {
+    headers: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * Name of the target cluster
          */
-        'x-cluster-name'?: string;
+        'x-cluster-name': string;
     };
     path: {
         /**
-         * Node name. Example: `worker-1`
+         * Node name
          */
         name: string;
     };
@@ -5085,10 +5010,6 @@ export type GetNodeMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
-        /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
-         */
-        cluster?: string;
     };
     url: '/api/v1/metrics/nodes/{name}';
 };
@@ -5157,7 +5078,7 @@ export type ListAuditEventsData = {
          */
         actor?: string;
         /**
-         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …). Example: `deleteResource`
+         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …).
          */
         operation?: string;
         /**
@@ -5165,11 +5086,11 @@ export type ListAuditEventsData = {
          */
         cluster?: string;
         /**
-         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset). Example: `2026-01-31T00:00:00Z`
+         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset).
          */
         since?: string;
         /**
-         * Only events before this time (same format as `since`; must be later than it). Example: `2026-02-01T00:00:00Z`
+         * Only events before this time (same format as `since`; must be later than it).
          */
         until?: string;
     };
@@ -5257,11 +5178,11 @@ export type DeleteKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster. Example: `prod`
+         * The cluster
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5338,11 +5259,11 @@ export type GetKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster. Example: `prod`
+         * The cluster
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5420,11 +5341,11 @@ export type PatchKubernetesApiData = {
     } | Array<JsonPatchOperation>;
     path: {
         /**
-         * The cluster. Example: `prod`
+         * The cluster
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5506,11 +5427,11 @@ export type PostKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster. Example: `prod`
+         * The cluster
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5592,11 +5513,11 @@ export type PutKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster. Example: `prod`
+         * The cluster
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -5720,23 +5641,20 @@ export type ExecPodData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
          */
         'x-cluster-name'?: string;
     };
     path: {
-        /**
-         * Example: `default`
-         */
         namespace: string;
         /**
-         * The pod. Example: `web-0`
+         * The pod
          */
         name: string;
     };
     query: {
         /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         * The cluster, when `x-cluster-name` cannot be sent
          */
         cluster?: string;
         /**
@@ -5824,23 +5742,20 @@ export type AttachPodData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
          */
         'x-cluster-name'?: string;
     };
     path: {
-        /**
-         * Example: `default`
-         */
         namespace: string;
         /**
-         * The pod. Example: `web-0`
+         * The pod
          */
         name: string;
     };
     query?: {
         /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         * The cluster, when `x-cluster-name` cannot be sent
          */
         cluster?: string;
         /**
@@ -5924,23 +5839,20 @@ export type PortForwardPodData = {
     body?: never;
     headers?: {
         /**
-         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
          */
         'x-cluster-name'?: string;
     };
     path: {
-        /**
-         * Example: `default`
-         */
         namespace: string;
         /**
-         * The pod. Example: `web-0`
+         * The pod
          */
         name: string;
     };
     query: {
         /**
-         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         * The cluster, when `x-cluster-name` cannot be sent
          */
         cluster?: string;
         /**

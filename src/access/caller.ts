@@ -1,5 +1,4 @@
-import type { GrantedRule } from '../access/rules.js';
-import type { RoleName } from '../users/role.entity.js';
+import type { GrantedRule } from './rules.js';
 
 /**
  * Who is calling: a signed-in user, an API key, or (only on bootstrap routes before any user exists)
@@ -11,8 +10,8 @@ export interface Caller {
   id: number | null;
   /** Username, or the API key's name. */
   name: string;
-  /** The roles the caller acts with (for an API key: its roles that its owner also holds). */
-  roles: RoleName[];
+  /** The names of the roles the caller acts with (for an API key: its roles that its owner also holds). */
+  roles: string[];
   isAdmin: boolean;
   /** The rules of those roles (the authorizer reads them). */
   rules: GrantedRule[];

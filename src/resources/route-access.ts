@@ -6,11 +6,11 @@ import {
   Injectable,
   NotFoundException,
 } from '@nestjs/common';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ALL_NAMESPACES, resourceIdOf } from '../k8s/resource-path.js';
-import { ResourcesService } from '../resources/resources.service.js';
-import { Authorizer, type Decision, type Verb } from './authorizer.js';
-import { STATUS_SUFFIX } from './rules.js';
+import { ResourcesService } from './resources.service.js';
+import { Authorizer, type Decision, type Verb } from '../access/authorizer.js';
+import { STATUS_SUFFIX } from '../access/rules.js';
 
 /** One question as `can-i` takes it: `namespace` null (or `_all`) for lists across namespaces and cluster-scoped types. */
 export interface RouteQuestion {

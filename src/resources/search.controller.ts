@@ -1,7 +1,7 @@
 import { Controller, Get, Query } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import { SearchQueryDto, SearchResultDto } from './dto/search.dto.js';
 import { SearchService } from './search.service.js';

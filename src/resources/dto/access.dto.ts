@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
 import { CLUSTER_NAME_PATTERN } from '../../clusters/cluster-name.js';
-import { VERBS, type Verb } from '../rules.js';
+import { VERBS, type Verb } from '../../access/rules.js';
 
 const ALL = '_all';
 const CLUSTER_MESSAGE = 'cluster must be a cluster name: 1–253 printable characters without spaces';

@@ -1,14 +1,14 @@
 import type { FastifyRequest } from 'fastify';
-import { noteAudit } from '../audit/audit-facts.js';
+import { noteAudit } from '../common/audit-facts.js';
 import { Body, Controller, Get, HttpCode, NotFoundException, Post, Query, Req } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ClusterEntity } from '../clusters/cluster.entity.js';
 import { ApiErrors } from '../common/api-errors.js';
-import { Authorizer } from './authorizer.js';
+import { Authorizer } from '../access/authorizer.js';
 import { CanIDto, DecisionDto, namespaceOf, PermissionsDto, PermissionsQueryDto } from './dto/access.dto.js';
 import { RouteAccess } from './route-access.js';
 

@@ -1,12 +1,12 @@
 import { HttpException, Injectable, Logger } from '@nestjs/common';
 import { Authorizer } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ClustersService } from '../clusters/clusters.service.js';
 import { ALL_NAMESPACES, apiVersionOf, resourceIdOf } from '../k8s/resource-path.js';
-import { ResourcesService } from '../resources/resources.service.js';
+import { ResourcesService } from './resources.service.js';
 import type { SearchItemDto, SearchQueryDto, SearchResultDto } from './dto/search.dto.js';
-import { ListCaches } from './list-caches.js';
-import { ListsService } from './lists.service.js';
+import { ListCaches } from '../lists/list-caches.js';
+import { ListsService } from '../lists/lists.service.js';
 
 export const DEFAULT_SEARCH_TYPES = [
   'namespaces',
