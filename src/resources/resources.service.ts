@@ -409,11 +409,14 @@ export class ResourcesService {
       throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
     }
     const clusterName = clusterNameOf(target.cluster);
-    const attempt = this.authorizer.mayAttempt(caller, verb, clusterName);
-    if (!attempt.allowed) throw new ForbiddenException(attempt.reason);
     const { plural, group } = parseResourceId(target.resource);
     validateNamespace(target.namespace);
     if (target.name !== undefined) validateName(target.name);
+    const attempt = this.authorizer.mayAttempt(caller, verb, clusterName, {
+      resource: target.resource,
+      namespace: target.namespace === ALL_NAMESPACES ? null : target.namespace,
+    });
+    if (!attempt.allowed) throw new ForbiddenException(attempt.reason);
 
     const cluster = await this.gateway.clientFor(caller, clusterName);
     const type = await this.discovery.resolve(cluster.conn, plural, group);
