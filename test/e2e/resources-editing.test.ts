@@ -218,7 +218,7 @@ describe('resource routes for a console: YAML reads and dry-run diffs on a real 
     for (const res of [put, patch]) {
       assert.equal(res.status, 200, res.text);
       assert.match(res.text, /^- {2}password: "\*\*\*"$/m);
-      assert.match(res.text, /^\+ {2}password: \*\*\* \(changed\)$/m);
+      assert.match(res.text, /^\+ {2}password: "\*\*\* \(changed\)"$/m);
       assert.ok(!/^[-+] {2}user:/m.test(res.text), 'an unchanged value is no change');
       for (const secret of [...values, ...base64]) assert.ok(!res.text.includes(secret), 'no value shown');
     }
