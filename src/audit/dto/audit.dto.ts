@@ -41,22 +41,23 @@ export class ListAuditEventsQueryDto {
   @Matches(CLUSTER_NAME_PATTERN, { message: 'cluster must be a cluster name: 1–253 printable characters' })
   cluster?: string;
 
+  // No examples on filters: Swagger UI would send them as values, and a page filtered by them is empty.
   /** Only resource calls on this resource, as recorded: as the route's path named it (`configmaps`, `deployments.apps`). */
-  @ApiPropertyOptional({ minLength: 1, maxLength: 253, example: 'deployments.apps' })
+  @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
   @IsOptional()
   @IsString()
   @Matches(PRINTABLE_253, { message: 'resource must be 1–253 printable characters without spaces' })
   resource?: string;
 
   /** Only resource calls in this namespace (`_all` for cluster-scoped objects and lists across namespaces). */
-  @ApiPropertyOptional({ minLength: 1, maxLength: 253, example: 'shop' })
+  @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
   @IsOptional()
   @IsString()
   @Matches(PRINTABLE_253, { message: 'namespace must be 1–253 printable characters without spaces' })
   namespace?: string;
 
   /** Only resource calls on the object of this name; with `cluster`, `resource` and `namespace`, one object's history. */
-  @ApiPropertyOptional({ minLength: 1, maxLength: 253, example: 'web' })
+  @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
   @IsOptional()
   @IsString()
   @Matches(PRINTABLE_253, { message: 'name must be 1–253 printable characters without spaces' })
@@ -66,7 +67,7 @@ export class ListAuditEventsQueryDto {
    * Only events that ended with one of these statuses, comma-separated: an exact code (`404`) or a class
    * (`4xx`); at most 10. `403,5xx`: refusals and the service's or the cluster's failures.
    */
-  @ApiPropertyOptional({ pattern: STATUS_FILTER.source, example: '4xx' })
+  @ApiPropertyOptional({ pattern: STATUS_FILTER.source })
   @IsOptional()
   @IsString()
   @Matches(STATUS_FILTER, {
