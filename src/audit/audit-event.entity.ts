@@ -9,6 +9,8 @@ import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 @Index('idx_audit_events_actor', ['actorKey', 'at'])
 @Index('idx_audit_events_operation', ['operation', 'at'])
 @Index('idx_audit_events_cluster', ['cluster', 'at'])
+@Index('idx_audit_events_object', ['cluster', 'resource', 'namespace', 'name', 'at'])
+@Index('idx_audit_events_status', ['statusCode', 'at'])
 export class AuditEventEntity {
   @PrimaryGeneratedColumn()
   id: number;

@@ -1,6 +1,6 @@
 import { BadRequestException, Inject, NotFoundException, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { LessThan, Repository } from 'typeorm';
+import { Brackets, LessThan, Repository, type WhereExpressionBuilder } from 'typeorm';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import type { AuditEventDto, AuditEventListDto, ListAuditEventsQueryDto } from './dto/audit.dto.js';
 import { AuditEventEntity } from './audit-event.entity.js';
@@ -69,6 +69,26 @@ export function toAuditEventResponse(e: AuditEventEntity): AuditEventDto {
     count: e.count,
     detail: e.detail ? (JSON.parse(e.detail) as Record<string, unknown>) : null,
   };
+}
+
+/**
+ * The `status` filter as SQL: each entry an exact code (`404`) or a class (`4xx`, a range, so the
+ * status index serves it), any of them. The entries are validated digits, bound as parameters all the same.
+ */
+function statusCondition(filter: string): Brackets {
+  return new Brackets((where: WhereExpressionBuilder) => {
+    filter.split(',').forEach((entry, i) => {
+      const digit = Number(entry[0]);
+      if (/x/i.test(entry)) {
+        where.orWhere(`(e.status_code >= :lo${i} AND e.status_code < :hi${i})`, {
+          [`lo${i}`]: digit * 100,
+          [`hi${i}`]: digit * 100 + 100,
+        });
+      } else {
+        where.orWhere(`e.status_code = :code${i}`, { [`code${i}`]: Number(entry) });
+      }
+    });
+  });
 }
 
 /**
@@ -223,6 +243,10 @@ export class AuditService implements OnModuleDestroy {
     if (query.actor) qb.andWhere('e.actor_key = :actor', { actor: query.actor.toLowerCase() });
     if (query.operation) qb.andWhere('e.operation = :operation', { operation: query.operation });
     if (query.cluster) qb.andWhere('e.cluster = :cluster', { cluster: query.cluster });
+    if (query.resource) qb.andWhere('e.resource = :resource', { resource: query.resource });
+    if (query.namespace) qb.andWhere('e.namespace = :namespace', { namespace: query.namespace });
+    if (query.name) qb.andWhere('e.name = :name', { name: query.name });
+    if (query.status) qb.andWhere(statusCondition(query.status));
     if (since) qb.andWhere('e.at >= :since', { since });
     if (until) qb.andWhere('e.at < :until', { until });
     const [events, total] = await qb

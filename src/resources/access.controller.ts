@@ -54,7 +54,10 @@ export class AccessController {
     @Req() request: FastifyRequest,
   ): Promise<DecisionDto> {
     noteAudit(request, { changesState: false }); // a question, not a change: no audit row
-    const attempt = this.authorizer.mayAttempt(caller, dto.verb, dto.cluster);
+    const attempt = this.authorizer.mayAttempt(caller, dto.verb, dto.cluster, {
+      resource: dto.resource,
+      namespace: namespaceOf(dto),
+    });
     if (!attempt.allowed) return attempt;
     await this.assertExists(dto.cluster);
     return this.routes.decide(caller, {

@@ -7,6 +7,7 @@ import {
   type ExecutionContext,
   Get,
   Headers,
+  BadRequestException,
   HttpException,
   Patch,
   Post,
@@ -35,7 +36,9 @@ import {
 } from './dto/resource-query.dto.js';
 import { ALL_NAMESPACES } from '../k8s/resource-path.js';
 import type { ClusterAnswer } from '../clusters/gateway/answer.js';
-import { type ResourceTarget, ResourcesService } from './resources.service.js';
+import { DIFF_MEDIA_TYPE, type ResourceTarget, ResourcesService } from './resources.service.js';
+import { JSON_TYPE, READ_TYPES, YAML_TYPE } from './yaml-answer.js';
+import { negotiate, notAcceptable } from '../common/negotiate.js';
 import { ApiTargetCluster } from '../clusters/target-cluster.js';
 
 /** The target of a resource call: the `x-cluster-name` header (or `?cluster=`, see target-cluster.ts) and the path's resource, namespace and name. */
@@ -96,8 +99,53 @@ export const PATCH_BODY = {
     ],
   },
 } as const;
+/**
+ * The 200 of replace and patch: the object, or with `dryRun=All` and `Accept: text/x-diff` the diff of a dry
+ * run (a second media type, so generated clients that read every type see the union: openapi-fetch's
+ * `createClient<paths, 'application/json'>` keeps the object's type).
+ */
+const WrittenOrDiff = (description: string) =>
+  ApiResponse({
+    status: 200,
+    description:
+      `${description}. With \`dryRun=All\` and \`Accept: ${DIFF_MEDIA_TYPE}\`: nothing is stored, and the answer is ` +
+      'the unified diff of the object before and after as YAML, as `POST /api/v1/apply` shows it (empty when ' +
+      "nothing would change; without `managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`; a Secret's values `***`)",
+    content: {
+      'application/json': { schema: OBJECT },
+      [DIFF_MEDIA_TYPE]: {
+        schema: {
+          type: 'string',
+          example:
+            '--- a/shop/configmaps/settings\n+++ b/shop/configmaps/settings\n@@ -1,5 +1,5 @@\n apiVersion: v1\n data:\n-  mode: slow\n+  mode: fast\n',
+        },
+      },
+    },
+  });
+
 /** A delete answers with the object (still being deleted, or as it was) or a success `Status`. */
 const DELETED = { anyOf: [OBJECT, kubernetesRef('KubernetesStatus')] };
+
+/** What a read (get, list) answers in, by `Accept`: JSON (the default) or YAML; 406 for anything else. */
+function readMediaType(request: FastifyRequest): string {
+  const chosen = negotiate(request.headers.accept, READ_TYPES);
+  if (!chosen) throw notAcceptable(READ_TYPES);
+  return chosen;
+}
+
+/**
+ * Whether a write asked for the diff of a dry run (`Accept: text/x-diff` with `dryRun=All`) rather than
+ * the object; the diff without a dry run is a 400.
+ */
+function wantsDiff(request: FastifyRequest, dryRun: string | undefined): boolean {
+  if (negotiate(request.headers.accept, [JSON_TYPE, DIFF_MEDIA_TYPE]) !== DIFF_MEDIA_TYPE) return false;
+  if (dryRun !== 'All') {
+    throw new BadRequestException([
+      `Accept: ${DIFF_MEDIA_TYPE} answers a dry run only: add dryRun=All, or ask for ${JSON_TYPE}`,
+    ]);
+  }
+  return true;
+}
 
 /** The stream format a watch caller asked for with `Accept`. */
 function watchFormat(request: FastifyRequest): WatchFormat {
@@ -113,7 +161,7 @@ function watchFormat(request: FastifyRequest): WatchFormat {
  * openapi-fetch) type every answer as the union, so `data.items` would need a guard on every list call. The
  * streams are described in words instead.
  */
-const ListOrWatchResponse = (listDescription: string) =>
+const ListOrWatchResponse = (listDescription: string, yaml = false) =>
   applyDecorators(
     ApiResponse({
       status: 200,
@@ -125,8 +173,13 @@ const ListOrWatchResponse = (listDescription: string) =>
         '`application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or ' +
         'Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, ' +
         '`data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).',
-      content: { 'application/json': { schema: kubernetesRef('KubernetesList') } },
+      content: {
+        'application/json': { schema: kubernetesRef('KubernetesList') },
+        // The same List written as YAML: one schema, so generated clients still type the answer as the List.
+        ...(yaml ? { [YAML_TYPE]: { schema: kubernetesRef('KubernetesList') } } : {}),
+      },
     }),
+    ...(yaml ? [ApiErrors(406)] : []),
     ApiHeader({
       name: 'Last-Event-ID',
       required: false,
@@ -172,7 +225,10 @@ export class ResourcesController {
   @Authenticated()
   @Get(':resource/:namespace')
   @ResourceParams(false)
-  @ListOrWatchResponse("The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`)")
+  @ListOrWatchResponse(
+    "The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`); as YAML with `Accept: application/yaml`",
+    true,
+  )
   async listResources(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,
@@ -180,13 +236,17 @@ export class ResourcesController {
     @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
+    // A watch answers in its own formats (watchFormat); a list in JSON or YAML.
+    const mediaType = query.watch === true ? JSON_TYPE : readMediaType(request);
     if (PAGE_PARAMS.some((name) => query[name] !== undefined)) {
       if (query.watch === true) refuseHead(request);
-      const answer = await this.resources.pagedList(caller, target, query, {
-        request,
-        reply,
-        format: watchFormat(request),
-      });
+      const answer = await this.resources.pagedList(
+        caller,
+        target,
+        query,
+        { request, reply, format: watchFormat(request) },
+        mediaType,
+      );
       return answer ? sendAnswer(reply, answer) : reply;
     }
     if (query.watch === true) {
@@ -198,7 +258,7 @@ export class ResourcesController {
       });
       return refusal ? sendAnswer(reply, refusal) : reply;
     }
-    return sendAnswer(reply, await this.resources.listResources(caller, target, query));
+    return sendAnswer(reply, await this.resources.listResources(caller, target, query, mediaType));
   }
 
   /**
@@ -229,14 +289,21 @@ export class ResourcesController {
   @Authenticated()
   @Get(':resource/:namespace/:name')
   @ResourceParams(true)
-  @ApiOkResponse({ description: 'The object', schema: OBJECT })
+  @ApiResponse({
+    status: 200,
+    description: 'The object; as YAML with `Accept: application/yaml`',
+    content: { 'application/json': { schema: OBJECT }, [YAML_TYPE]: { schema: OBJECT } },
+  })
+  @ApiErrors(406)
   async getResource(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,
     @Query() query: GetResourceQueryDto,
+    @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.getResource(caller, target, query));
+    const mediaType = readMediaType(request);
+    return sendAnswer(reply, await this.resources.getResource(caller, target, query, mediaType));
   }
 
   /** Creates an object; the namespace comes from the path (a different `metadata.namespace` is a 400). */
@@ -263,15 +330,17 @@ export class ResourcesController {
     description: 'The full object, with metadata.name and metadata.resourceVersion',
     schema: kubernetesRef('KubernetesObjectInput'),
   })
-  @ApiOkResponse({ description: 'The updated object', schema: OBJECT })
+  @WrittenOrDiff('The updated object')
   async replaceResource(
     @Auth() caller: Caller,
     @Target() target: ResourceTarget,
     @Body() body: unknown,
     @Query() query: WriteResourceQueryDto,
+    @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.replaceResource(caller, target, body, query));
+    const diff = wantsDiff(request, query.dryRun);
+    return sendAnswer(reply, await this.resources.replaceResource(caller, target, body, query, diff));
   }
 
   /**
@@ -286,7 +355,7 @@ export class ResourcesController {
   @Patch(':resource/:namespace/:name')
   @ResourceParams(true)
   @ApiBody(PATCH_BODY)
-  @ApiOkResponse({ description: 'The patched object', schema: OBJECT })
+  @WrittenOrDiff('The patched object')
   @ApiCreatedResponse({ description: 'Server-side apply (`apply`) created the object', schema: OBJECT })
   async patchResource(
     @Auth() caller: Caller,
@@ -294,9 +363,11 @@ export class ResourcesController {
     @Body() body: unknown,
     @Query() query: PatchResourceQueryDto,
     @Headers('content-type') contentType: string | undefined,
+    @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return sendAnswer(reply, await this.resources.patchResource(caller, target, body, query, contentType));
+    const diff = wantsDiff(request, query.dryRun);
+    return sendAnswer(reply, await this.resources.patchResource(caller, target, body, query, contentType, diff));
   }
 
   /**

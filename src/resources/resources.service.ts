@@ -17,8 +17,12 @@ import type { ClusterAnswer, SettledAnswer } from '../clusters/gateway/answer.js
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { patchRequest } from '../apply/apply-input.js';
+import { scrub, secretValueProblems, secretValuesOf } from '../apply/apply-diff.js';
+import { diffOf } from '../apply/diff-thread.js';
+import type { ClusterCall } from '../clusters/gateway/cluster-client.js';
 import { assertOwnFieldManager } from '../apply/field-manager.js';
 import { ResourceDiscovery } from './discovery.js';
+import { JSON_TYPE, YAML_TYPE, yamlAnswer } from './yaml-answer.js';
 import {
   type DeleteResourceQueryDto,
   type GetResourceQueryDto,
@@ -120,6 +124,7 @@ export class ResourcesService {
     target: ResourceTarget,
     q: ListResourcesQueryDto,
     client: StreamClient,
+    mediaType: string = JSON_TYPE,
   ): Promise<ClusterAnswer | null> {
     const r = await this.resolve(caller, target, 'list', true);
     const query = this.lists.parse(q, r.type);
@@ -132,15 +137,23 @@ export class ResourcesService {
       return null;
     }
     const body = await this.lists.page(caller, pageTarget, query);
-    return { statusCode: 200, contentType: 'application/json', body: Buffer.from(body, 'utf8') };
+    const answer = { statusCode: 200, contentType: JSON_TYPE, body: Buffer.from(body, 'utf8') };
+    return mediaType === YAML_TYPE ? yamlAnswer(r.cluster, answer) : answer;
   }
 
-  async listResources(caller: Caller, target: ResourceTarget, q: ListResourcesQueryDto): Promise<ClusterAnswer> {
+  /** `mediaType`: what the caller accepts (READ_TYPES); YAML is written from the cluster's JSON. */
+  async listResources(
+    caller: Caller,
+    target: ResourceTarget,
+    q: ListResourcesQueryDto,
+    mediaType: string = JSON_TYPE,
+  ): Promise<ClusterAnswer> {
     const problems = watchQueryProblems(q);
     if (problems.length) throw new BadRequestException(problems);
     const r = await this.resolve(caller, target, 'list');
     const { watch: _watch, ...passThrough } = q;
-    return r.cluster.sendList({ method: 'GET', path: r.path, query: query(passThrough) });
+    const answer = await r.cluster.sendList({ method: 'GET', path: r.path, query: query(passThrough) });
+    return mediaType === YAML_TYPE ? yamlAnswer(r.cluster, answer) : answer;
   }
 
   /**
@@ -297,9 +310,15 @@ export class ResourcesService {
     };
   }
 
-  async getResource(caller: Caller, target: ResourceTarget, q: GetResourceQueryDto): Promise<ClusterAnswer> {
+  async getResource(
+    caller: Caller,
+    target: ResourceTarget,
+    q: GetResourceQueryDto,
+    mediaType: string = JSON_TYPE,
+  ): Promise<ClusterAnswer> {
     const r = await this.resolve(caller, target, 'get');
-    return r.cluster.sendObject({ method: 'GET', path: r.path, query: query(q) });
+    const answer = await r.cluster.sendObject({ method: 'GET', path: r.path, query: query(q) });
+    return mediaType === YAML_TYPE ? yamlAnswer(r.cluster, answer) : answer;
   }
 
   async createResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
@@ -309,7 +328,14 @@ export class ResourcesService {
     return r.cluster.sendObject({ method: 'POST', path: r.path, query: query(q), body: json(object) });
   }
 
-  async replaceResource(caller: Caller, target: ResourceTarget, body: unknown, q: WriteResourceQueryDto) {
+  /** `diff`: a dry run (`dryRun=All`) answered with the diff of the object before and after, as apply shows it. */
+  async replaceResource(
+    caller: Caller,
+    target: ResourceTarget,
+    body: unknown,
+    q: WriteResourceQueryDto,
+    diff = false,
+  ): Promise<ClusterAnswer> {
     assertOwnFieldManager(caller, q.fieldManager);
     const r = await this.resolve(caller, target, 'update');
     const object = this.withScope(r, objectBody(body));
@@ -320,7 +346,9 @@ export class ResourcesService {
       problems.push('metadata.resourceVersion is required: send the resourceVersion of the object you read');
     }
     if (problems.length) throw new BadRequestException(problems);
-    return r.cluster.sendObject({ method: 'PUT', path: r.path, query: query(q), body: json(object) });
+    const call = { method: 'PUT', path: r.path, query: query(q), body: json(object) } as const;
+    if (diff) return this.dryRunDiff(r, call, object);
+    return r.cluster.sendObject(call);
   }
 
   /** `contentType`: the request's Content-Type, which names the patch kind when `patchType` does not. */
@@ -330,17 +358,57 @@ export class ResourcesService {
     body: unknown,
     q: PatchResourceQueryDto,
     contentType: string | undefined,
-  ) {
+    diff = false,
+  ): Promise<ClusterAnswer> {
     patchContentType(q.patchType, contentType); // a bad patch kind is a 400 before any work
     const r = await this.resolve(caller, target, 'patch');
     const patch = await patchRequest(caller, body, q, contentType);
-    return r.cluster.sendObject({
+    const call = {
       method: 'PATCH',
       path: r.path,
       query: query(patch.query),
       body: patch.body,
       contentType: patch.contentType,
+    } as const;
+    if (diff) return this.dryRunDiff(r, call, body);
+    return r.cluster.sendObject(call);
+  }
+
+  /**
+   * A dry-run write (its query carries `dryRun=All`) answered as apply answers a document: the unified
+   * diff of the object as read before (as the caller) and as the cluster would store it, by apply's own
+   * diff code, so without the metadata every write rewrites and with a Secret's values hidden. A refusal
+   * of the cluster passes through as its `Status`, a Secret's values (as sent in `sent`) scrubbed from it.
+   */
+  private async dryRunDiff(r: Resolved, call: ClusterCall, sent: unknown): Promise<ClusterAnswer> {
+    const secret = r.type.group === '' && r.type.plural === 'secrets';
+    let secrets: string[] = [];
+    if (secret && Array.isArray(sent)) {
+      // A JSON patch: each operation's value is (part of) the Secret.
+      const values = sent.map((op: { value?: unknown }) => op?.value).filter((v) => typeof v === 'string');
+      secrets = secretValuesOf({ data: { ...values } }, true);
+    } else if (secret && sent && typeof sent === 'object') {
+      // A full Secret is refused as apply refuses it (a patch may hold nulls, which delete keys).
+      const problems = call.method === 'PUT' ? secretValueProblems(sent as Record<string, unknown>) : [];
+      if (problems.length) throw new BadRequestException(problems);
+      secrets = secretValuesOf(sent as Record<string, unknown>, true);
+    }
+    const settled = (statusCode: number, headers: Record<string, unknown>, body: Buffer): SettledAnswer => ({
+      statusCode,
+      contentType: contentTypeOf(headers),
+      body: secrets.length ? scrubbedAnswer(body, secrets) : body,
     });
+    const live = await r.cluster.send({ method: 'GET', path: r.path });
+    const liveBody = await r.cluster.read(live);
+    if (live.statusCode !== 200 && live.statusCode !== 404) return settled(live.statusCode, live.headers, liveBody);
+    const before = live.statusCode === 200 ? r.cluster.parse(liveBody, `GET ${r.path}`) : null;
+    const res = await r.cluster.send(call);
+    const answer = await r.cluster.read(res);
+    if (res.statusCode >= 300) return settled(res.statusCode, res.headers, answer);
+    const after = r.cluster.parse(answer, `${call.method} ${r.path}`);
+    const label = [r.namespace, resourceIdOf(r.type), r.name].filter(Boolean).join('/');
+    const diff = await diffOf({ label, before, after, secret }, liveBody.length + answer.length);
+    return { statusCode: 200, contentType: DIFF_TYPE, body: Buffer.from(diff, 'utf8') };
   }
 
   async deleteResource(caller: Caller, target: ResourceTarget, q: DeleteResourceQueryDto): Promise<ClusterAnswer> {
@@ -391,11 +459,14 @@ export class ResourcesService {
       throw new NotFoundException(`no such route under /api/v1/${target.resource}/`);
     }
     const clusterName = clusterNameOf(target.cluster);
-    const attempt = this.authorizer.mayAttempt(caller, verb, clusterName);
-    if (!attempt.allowed) throw new ForbiddenException(attempt.reason);
     const { plural, group } = parseResourceId(target.resource);
     validateNamespace(target.namespace);
     if (target.name !== undefined) validateName(target.name);
+    const attempt = this.authorizer.mayAttempt(caller, verb, clusterName, {
+      resource: target.resource,
+      namespace: target.namespace === ALL_NAMESPACES ? null : target.namespace,
+    });
+    if (!attempt.allowed) throw new ForbiddenException(attempt.reason);
 
     const cluster = await this.gateway.clientFor(caller, clusterName);
     const type = await this.discovery.resolve(cluster.conn, plural, group);
@@ -498,6 +569,19 @@ function newestFirst(a: Record<string, any>, b: Record<string, any>): number {
   const ra = Number(a.metadata?.resourceVersion ?? 0);
   const rb = Number(b.metadata?.resourceVersion ?? 0);
   return rb - ra;
+}
+
+/** What a dry run answers with `Accept: text/x-diff`: apply's unified diff of the object. */
+export const DIFF_MEDIA_TYPE = 'text/x-diff';
+const DIFF_TYPE = `${DIFF_MEDIA_TYPE}; charset=utf-8`;
+
+/** A cluster's refusal with a Secret's values scrubbed out (as apply scrubs them); an answer that is not JSON, as it came. */
+function scrubbedAnswer(body: Buffer, secrets: string[]): Buffer {
+  try {
+    return json(scrub(JSON.parse(body.toString('utf8')), secrets));
+  } catch {
+    return body;
+  }
 }
 
 function json(value: unknown): Buffer {

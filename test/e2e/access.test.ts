@@ -225,6 +225,157 @@ describe('scoped access on real clusters a and b', () => {
     }
   });
 
+  test('a refused create, replace, patch or delete says as much as a refused list: verb, resource, namespace, where it is allowed', async () => {
+    const writer = {
+      name: `cm-writer-${pid}`,
+      rules: [
+        {
+          clusters: ['a'],
+          namespaces: [SHOP],
+          resources: ['configmaps'],
+          verbs: ['get', 'list', 'create', 'update', 'patch', 'delete'],
+        },
+      ],
+    };
+    assert.equal((await admin.post('/api/v1/admin/roles', { body: writer })).status, 201);
+    const cmWriter = await signedIn(t, writer.name, { username: `cmw-${pid}` });
+    const viewer = await signedIn(t, 'viewer');
+    const cm = (name: string, namespace: string) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace },
+      data: { a: '1' },
+    });
+    const send = (token: string, method: string, path: string, body?: unknown, query?: Record<string, string>) =>
+      request(t.app, method, `/api/v1/${path}`, { token, headers: { 'x-cluster-name': 'a' }, body, query });
+    const canI = async (token: string, resource: string, namespace: string, verb: string) =>
+      (await request(t.app, 'POST', '/api/v1/auth/can-i', { token, body: { cluster: 'a', resource, namespace, verb } }))
+        .body as { allowed: boolean; reason: string };
+    const current = await kubeRequest(cpA, 'GET', `/api/v1/namespaces/${WEB}/configmaps/cm`);
+
+    // [who, verb, method, path, body, query, resource, namespace, allowed in]
+    const cases: Array<
+      [string, string, string, string, unknown, Record<string, string> | undefined, string, string, string]
+    > = [
+      [
+        cmWriter.token,
+        'list',
+        'GET',
+        `configmaps/${WEB}`,
+        undefined,
+        undefined,
+        'configmaps',
+        WEB,
+        `namespaces: ${SHOP}`,
+      ],
+      [
+        cmWriter.token,
+        'create',
+        'POST',
+        `configmaps/${WEB}`,
+        cm('new', WEB),
+        undefined,
+        'configmaps',
+        WEB,
+        `namespaces: ${SHOP}`,
+      ],
+      [
+        cmWriter.token,
+        'update',
+        'PUT',
+        `configmaps/${WEB}/cm`,
+        { ...current.body, data: { a: 'x' } },
+        undefined,
+        'configmaps',
+        WEB,
+        `namespaces: ${SHOP}`,
+      ],
+      [
+        cmWriter.token,
+        'patch',
+        'PATCH',
+        `configmaps/${WEB}/cm`,
+        { data: { a: 'x' } },
+        { patchType: 'merge' },
+        'configmaps',
+        WEB,
+        `namespaces: ${SHOP}`,
+      ],
+      [
+        cmWriter.token,
+        'delete',
+        'DELETE',
+        `configmaps/${WEB}/cm`,
+        undefined,
+        undefined,
+        'configmaps',
+        WEB,
+        `namespaces: ${SHOP}`,
+      ],
+      // No role of these callers allows the verb at all on the cluster: the refusal still names what was asked.
+      [
+        dev.token,
+        'create',
+        'POST',
+        `deployments.apps/${SHOP}`,
+        deployment('new'),
+        undefined,
+        'deployments.apps',
+        SHOP,
+        'no namespace',
+      ],
+      [
+        dev.token,
+        'delete',
+        'DELETE',
+        `deployments.apps/${SHOP}/app`,
+        undefined,
+        undefined,
+        'deployments.apps',
+        SHOP,
+        'no namespace',
+      ],
+      [
+        viewer.token,
+        'create',
+        'POST',
+        `configmaps/${WEB}`,
+        cm('new', WEB),
+        undefined,
+        'configmaps',
+        WEB,
+        'no namespace',
+      ],
+      [
+        viewer.token,
+        'patch',
+        'PATCH',
+        `configmaps/${WEB}/cm`,
+        { data: { a: 'x' } },
+        { patchType: 'merge' },
+        'configmaps',
+        WEB,
+        'no namespace',
+      ],
+    ];
+    for (const [token, verb, method, path, body, query, resource, namespace, allowedIn] of cases) {
+      const res = await send(token, method, path, body, query);
+      assert.equal(res.status, 403, `${method} ${path}: ${res.text}`);
+      assert.equal(
+        res.body.message,
+        `your roles do not allow ${verb} on ${resource} in namespace '${namespace}' on cluster 'a'; they allow it in ${allowedIn}`,
+      );
+      assert.equal(
+        (await canI(token, resource, namespace, verb)).reason,
+        res.body.message,
+        'can-i gives the same reason',
+      );
+    }
+    const after = await kubeRequest(cpA, 'GET', `/api/v1/namespaces/${WEB}/configmaps/cm`);
+    assert.equal(after.body.metadata.resourceVersion, current.body.metadata.resourceVersion, 'nothing was written');
+    assert.equal((await kubeRequest(cpA, 'GET', `/api/v1/namespaces/${WEB}/configmaps/new`)).status, 404);
+  });
+
   test("owner demoted to viewer → the owner's admin-role key can no longer write to the cluster", async () => {
     const owner = await signedIn(t, 'admin', { username: `owner-${pid}` });
     const key = (

@@ -6,7 +6,7 @@ import { AuditRetentionService, AUDIT_RETENTION_LEASE } from '../../src/audit/au
 import { AuditService } from '../../src/audit/audit.service.js';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { LeaseEntity } from '../../src/database/lease.entity.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { onPostgres, startTestApp, type TestApp } from '../support/app.js';
 import { signedIn } from '../support/factories.js';
 import { client, request } from '../support/http.js';
 
@@ -276,6 +276,136 @@ describe('GET /api/v1/admin/audit', () => {
     assert.equal(refused.body.total, 1);
     assert.equal(refused.body.events[0].statusCode, 403);
     assert.equal(refused.body.events[0].requestId, res.headers['x-request-id']);
+  });
+});
+
+describe("GET /api/v1/admin/audit: one object's history and statuses", () => {
+  let t: TestApp;
+  let api: ReturnType<typeof client>;
+  const BASE = Date.parse('2025-05-01T00:00:00Z');
+  const OLD = { until: '2025-06-01T00:00:00Z' };
+  // [cluster, resource, namespace, name, status, operation]
+  const SEEDED: Array<[string, string, string, string | null, number, string]> = [
+    ['prod', 'deployments.apps', 'shop', 'web', 201, 'createResource'],
+    ['prod', 'deployments.apps', 'shop', 'web', 200, 'patchResource'],
+    ['prod', 'deployments.apps', 'shop', 'web', 409, 'replaceResource'],
+    ['prod', 'deployments.apps', 'shop', 'web', 403, 'deleteResource'],
+    ['prod', 'deployments.apps', 'shop', 'web', 200, 'deleteResource'],
+    ['prod', 'deployments.apps', 'shop', 'api', 201, 'createResource'], // another object in the same namespace
+    ['prod', 'deployments.apps', 'shop2', 'web', 201, 'createResource'], // same name, another namespace
+    ['dev', 'deployments.apps', 'shop', 'web', 201, 'createResource'], // same object, another cluster
+    ['prod', 'configmaps', 'shop', 'web', 201, 'createResource'], // same name, another resource
+    ['prod', 'deployments.apps', 'shop', null, 403, 'listResources'], // a refused list of the namespace
+    ['prod', 'pods', 'shop', 'web-0', 502, 'deleteResource'],
+    ['prod', 'pods', 'shop', 'web-0', 504, 'deleteResource'],
+  ];
+
+  before(async () => {
+    t = await startTestApp();
+    api = client(t.app, (await signedIn(t, 'admin')).token);
+    await t.dataSource.getRepository(AuditEventEntity).insert(
+      SEEDED.map(([cluster, resource, namespace, name, statusCode, operation], i) => ({
+        at: new Date(BASE + i * 60_000),
+        actorKind: 'user',
+        actorId: 1,
+        actorName: 'alice',
+        actorKey: 'alice',
+        clientAddress: '10.0.0.1',
+        operation,
+        method: operation === 'listResources' ? 'GET' : 'POST',
+        statusCode,
+        requestId: `obj-${i}`,
+        targetKind: null,
+        targetId: null,
+        cluster,
+        resource,
+        namespace,
+        name,
+        uid: null,
+        resourceVersion: null,
+      })),
+    );
+  });
+  after(() => t.close());
+
+  const ids = async (query: Record<string, string>) => {
+    const res = await api.get('/api/v1/admin/audit', { query: { size: '100', ...OLD, ...query } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.total, res.body.events.length);
+    return res.body.events.map((e: any) => e.requestId);
+  };
+
+  test("one object's history: cluster, resource, namespace and name, newest first", async () => {
+    const web = { cluster: 'prod', resource: 'deployments.apps', namespace: 'shop', name: 'web' };
+    assert.deepEqual(await ids(web), ['obj-4', 'obj-3', 'obj-2', 'obj-1', 'obj-0']);
+    assert.deepEqual(await ids({ ...web, operation: 'deleteResource' }), ['obj-4', 'obj-3']);
+    // Each part narrows on its own too.
+    assert.deepEqual(await ids({ cluster: 'prod', resource: 'deployments.apps', namespace: 'shop' }), [
+      'obj-9',
+      'obj-5',
+      'obj-4',
+      'obj-3',
+      'obj-2',
+      'obj-1',
+      'obj-0',
+    ]);
+    assert.deepEqual(await ids({ name: 'web', namespace: 'shop2' }), ['obj-6']);
+    assert.deepEqual(await ids({ resource: 'configmaps' }), ['obj-8']);
+    assert.deepEqual(await ids({ ...web, cluster: 'dev' }), ['obj-7']);
+    assert.deepEqual(await ids({ ...web, name: 'nothing-here' }), []);
+  });
+
+  test('status: an exact code, a class (4xx), several, with the object filter', async () => {
+    assert.deepEqual(await ids({ status: '403' }), ['obj-9', 'obj-3']);
+    assert.deepEqual(await ids({ status: '4xx' }), ['obj-9', 'obj-3', 'obj-2']);
+    assert.deepEqual(await ids({ status: '5XX' }), ['obj-11', 'obj-10']);
+    assert.deepEqual(await ids({ status: '409,5xx' }), ['obj-11', 'obj-10', 'obj-2']);
+    assert.deepEqual(await ids({ status: '2xx', resource: 'deployments.apps', name: 'web', namespace: 'shop' }), [
+      'obj-7',
+      'obj-4',
+      'obj-1',
+      'obj-0',
+    ]);
+    assert.deepEqual(await ids({ status: '4xx', cluster: 'prod', resource: 'deployments.apps', name: 'web' }), [
+      'obj-3',
+      'obj-2',
+    ]);
+    assert.deepEqual(await ids({ status: '1xx' }), []);
+  });
+
+  test('a bad filter is a 400 naming it', async () => {
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ status: '4' }, /status must be status codes \(404\) or classes \(4xx\)/],
+      [{ status: '600' }, /status must be/],
+      [{ status: '4xy' }, /status must be/],
+      [{ status: '404,' }, /status must be/],
+      [{ status: '404;5xx' }, /status must be/],
+      [{ status: Array.from({ length: 11 }, () => '404').join(',') }, /at most 10/],
+      [{ resource: 'deploy ments' }, /resource must be/],
+      [{ resource: 'x'.repeat(254) }, /resource must be/],
+      [{ namespace: '' }, /namespace must be/],
+      [{ name: 'a\tb' }, /name must be/],
+      [{ object: 'web' }, /property object should not exist/],
+    ];
+    for (const [query, message] of cases) {
+      const res = await api.get('/api/v1/admin/audit', { query });
+      assert.equal(res.status, 400, `${JSON.stringify(query)} → ${res.status}`);
+      assert.match([res.body.message].flat().join('; '), message, JSON.stringify(query));
+    }
+  });
+
+  test('the filters have indexes: by object and by status, each with the time', async () => {
+    const sql = onPostgres
+      ? "SELECT indexname AS name, indexdef AS def FROM pg_indexes WHERE tablename = 'audit_events'"
+      : "SELECT name, sql AS def FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_events'";
+    const indexes = new Map(
+      ((await t.dataSource.query(sql)) as Array<{ name: string; def: string }>).map((i) => [i.name, i.def]),
+    );
+    assert.match(
+      indexes.get('idx_audit_events_object') ?? '',
+      /\("?cluster"?, "?resource"?, "?namespace"?, "?name"?, "?at"?\)/,
+    );
+    assert.match(indexes.get('idx_audit_events_status') ?? '', /\("?status_code"?, "?at"?\)/);
   });
 });
 

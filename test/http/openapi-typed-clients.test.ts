@@ -19,12 +19,18 @@ import createClient from 'openapi-fetch';
 import type { paths } from './cas.js';
 import { listResources, patchResource } from '${heyApi}/sdk.gen.js';
 
-const cas = createClient<paths>({ baseUrl: 'http://localhost:8080', headers: { authorization: 'cas_key_x' } });
+// Every media type: a read's YAML shares its JSON's schema, so the list below still types as the List.
+const casAny = createClient<paths>({ baseUrl: 'http://localhost:8080', headers: { authorization: 'cas_key_x' } });
+// A client that reads JSON: replace and patch also answer a dry run's diff as text/x-diff (a string).
+const cas = createClient<paths, 'application/json'>({
+  baseUrl: 'http://localhost:8080',
+  headers: { authorization: 'cas_key_x' },
+});
 const target = { path: { resource: 'configmaps', namespace: 'default' }, header: { 'x-cluster-name': 'production' } };
 type PatchBodies = paths['/api/v1/{resource}/{namespace}/{name}']['patch']['requestBody']['content'];
 
 export async function withOpenapiFetch(): Promise<string[]> {
-  const { data, error } = await cas.GET('/api/v1/{resource}/{namespace}', { params: target });
+  const { data, error } = await casAny.GET('/api/v1/{resource}/{namespace}', { params: target });
   if (error) throw new Error(String(error.message));
   const names: string[] = data.items.map((item) => item.metadata?.name ?? '');
   const resourceVersion: string | undefined = data.metadata.resourceVersion;

@@ -156,6 +156,23 @@ describe('authorizer', () => {
     );
   });
 
+  test('a refused write names the verb, the resource, the namespace and where the verb is allowed, as a refused list does', () => {
+    const dev = caller(['shop-dev']);
+    // No rule allows delete on the cluster at all: the cheap pre-check says so in the same words.
+    const what = { resource: 'deployments.apps', namespace: 'shop' };
+    const early = authorizer.mayAttempt(dev, 'delete', 'a', what);
+    assert.equal(early.allowed, false);
+    assert.equal(
+      early.reason,
+      "your roles do not allow delete on deployments.apps in namespace 'shop' on cluster 'a'; they allow it in no namespace",
+    );
+    assert.equal(early.reason, authorizer.can(dev, { verb: 'delete', cluster: 'a', ...what }).reason);
+    const across = authorizer.mayAttempt(dev, 'create', 'a', { resource: 'nodes', namespace: null });
+    assert.match(across.reason, /create on nodes across all namespaces \(or cluster-scoped\) on cluster 'a'/);
+    // Without the request's facts (can-i before a cluster is known) the pre-check stays short.
+    assert.equal(authorizer.mayAttempt(dev, 'delete', 'a').reason, "your roles do not allow delete on cluster 'a'");
+  });
+
   test('permissions: the rules that apply on one cluster', () => {
     const p = authorizer.permissions(caller(['shop-dev', 'node-admin']), 'a');
     assert.deepEqual(p, {

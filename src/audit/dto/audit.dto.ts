@@ -4,6 +4,11 @@ import { IsISO8601, IsOptional, IsString, Length, Matches } from 'class-validato
 import { ValidatePage, ValidatePageSize } from '../../common/validation.js';
 
 /** A date (`2026-01-31`, midnight UTC) or a date-time with `Z` or an offset. */
+/** An audited name (resource, namespace, object name) as stored: 1–253 printable ASCII characters without spaces. */
+const PRINTABLE_253 = /^[\x21-\x7e]{1,253}$/;
+/** `404`, `4xx` (any case), comma-separated, at most 10. */
+export const STATUS_FILTER = /^(?:[1-5][0-9]{2}|[1-5][xX]{2})(?:,(?:[1-5][0-9]{2}|[1-5][xX]{2})){0,9}$/;
+
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/;
 
 export class ListAuditEventsQueryDto {
@@ -35,6 +40,40 @@ export class ListAuditEventsQueryDto {
   @IsString()
   @Matches(CLUSTER_NAME_PATTERN, { message: 'cluster must be a cluster name: 1–253 printable characters' })
   cluster?: string;
+
+  // No examples on filters: Swagger UI would send them as values, and a page filtered by them is empty.
+  /** Only resource calls on this resource, as recorded: as the route's path named it (`configmaps`, `deployments.apps`). */
+  @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
+  @IsOptional()
+  @IsString()
+  @Matches(PRINTABLE_253, { message: 'resource must be 1–253 printable characters without spaces' })
+  resource?: string;
+
+  /** Only resource calls in this namespace (`_all` for cluster-scoped objects and lists across namespaces). */
+  @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
+  @IsOptional()
+  @IsString()
+  @Matches(PRINTABLE_253, { message: 'namespace must be 1–253 printable characters without spaces' })
+  namespace?: string;
+
+  /** Only resource calls on the object of this name; with `cluster`, `resource` and `namespace`, one object's history. */
+  @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
+  @IsOptional()
+  @IsString()
+  @Matches(PRINTABLE_253, { message: 'name must be 1–253 printable characters without spaces' })
+  name?: string;
+
+  /**
+   * Only events that ended with one of these statuses, comma-separated: an exact code (`404`) or a class
+   * (`4xx`); at most 10. `403,5xx`: refusals and the service's or the cluster's failures.
+   */
+  @ApiPropertyOptional({ pattern: STATUS_FILTER.source })
+  @IsOptional()
+  @IsString()
+  @Matches(STATUS_FILTER, {
+    message: "status must be status codes (404) or classes (4xx), comma-separated, at most 10: e.g. '403,5xx'",
+  })
+  status?: string;
 
   /** Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset). */
   @ApiPropertyOptional({ type: String, format: 'date-time', example: '2026-01-31T00:00:00Z' })

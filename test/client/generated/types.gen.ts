@@ -3015,6 +3015,10 @@ export type ListResourcesErrors = {
      */
     404: ErrorResponseDto | KubernetesStatus;
     /**
+     * `Accept` names no media type the route answers in (the message names those it does), or the answer is too large to write in the one asked for (from the service: its error; from the cluster: its `Status`)
+     */
+    406: ErrorResponseDto | KubernetesStatus;
+    /**
      * Conflicts with the current state (from the service: its error; from the cluster: its `Status`)
      */
     409: ErrorResponseDto | KubernetesStatus;
@@ -3052,7 +3056,7 @@ export type ListResourcesError = ListResourcesErrors[keyof ListResourcesErrors];
 
 export type ListResourcesResponses = {
     /**
-     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`).
+     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`); as YAML with `Accept: application/yaml`.
      *
      * With `watch=true` the answer is a stream of watch events instead, each `{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {…}}` exactly as the cluster sends it (ERROR carries the cluster's `Status`; 410 means list again): one JSON object per line as `application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
@@ -3432,6 +3436,10 @@ export type GetResourceErrors = {
      */
     404: ErrorResponseDto | KubernetesStatus;
     /**
+     * `Accept` names no media type the route answers in (the message names those it does), or the answer is too large to write in the one asked for (from the service: its error; from the cluster: its `Status`)
+     */
+    406: ErrorResponseDto | KubernetesStatus;
+    /**
      * Conflicts with the current state (from the service: its error; from the cluster: its `Status`)
      */
     409: ErrorResponseDto | KubernetesStatus;
@@ -3465,7 +3473,7 @@ export type GetResourceError = GetResourceErrors[keyof GetResourceErrors];
 
 export type GetResourceResponses = {
     /**
-     * The object
+     * The object; as YAML with `Accept: application/yaml`
      */
     200: KubernetesObject;
 };
@@ -3583,7 +3591,7 @@ export type PatchResourceError = PatchResourceErrors[keyof PatchResourceErrors];
 
 export type PatchResourceResponses = {
     /**
-     * The patched object
+     * The patched object. With `dryRun=All` and `Accept: text/x-diff`: nothing is stored, and the answer is the unified diff of the object before and after as YAML, as `POST /api/v1/apply` shows it (empty when nothing would change; without `managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`; a Secret's values `***`)
      */
     200: KubernetesObject;
     /**
@@ -3691,7 +3699,7 @@ export type ReplaceResourceError = ReplaceResourceErrors[keyof ReplaceResourceEr
 
 export type ReplaceResourceResponses = {
     /**
-     * The updated object
+     * The updated object. With `dryRun=All` and `Accept: text/x-diff`: nothing is stored, and the answer is the unified diff of the object before and after as YAML, as `POST /api/v1/apply` shows it (empty when nothing would change; without `managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`; a Secret's values `***`)
      */
     200: KubernetesObject;
 };
@@ -5085,6 +5093,20 @@ export type ListAuditEventsData = {
          * Only resource calls to this cluster (by name).
          */
         cluster?: string;
+        resource?: string;
+        /**
+         * Only resource calls in this namespace (`_all` for cluster-scoped objects and lists across namespaces).
+         */
+        namespace?: string;
+        /**
+         * Only resource calls on the object of this name; with `cluster`, `resource` and `namespace`, one object's history.
+         */
+        name?: string;
+        /**
+         * Only events that ended with one of these statuses, comma-separated: an exact code (`404`) or a class
+         * (`4xx`); at most 10. `403,5xx`: refusals and the service's or the cluster's failures.
+         */
+        status?: string;
         /**
          * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset).
          */
