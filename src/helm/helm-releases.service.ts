@@ -1,4 +1,5 @@
 import { BadGatewayException, BadRequestException, Injectable, NotFoundException } from '@nestjs/common';
+import type { Verb } from '../access/authorizer.js';
 import type { Caller } from '../auth/caller.js';
 import { clusterNameOf } from '../clusters/cluster-name.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
@@ -176,7 +177,7 @@ export class HelmReleasesService {
   }
 
   /**
-   * The revisions of a release the caller may read (`get`), newest first: 404 when there is none. Refused
+   * The revisions of a release the caller may `verb` (read: `get`), newest first: 404 when there is none. Refused
    * before the cache is looked at, so a refusal says nothing about whether the release exists.
    */
   async readable(
@@ -184,11 +185,12 @@ export class HelmReleasesService {
     cluster: unknown,
     namespace: string,
     name: string,
+    verb: Verb = 'get',
   ): Promise<{ client: ClusterClient; cache: ListCache; revisions: ReleaseEntry[] }> {
     const client = await this.client(caller, cluster);
     validateNamespaceName(namespace);
     validateReleaseName(name);
-    await this.access.require(caller, client, 'get', namespace);
+    await this.access.require(caller, client, verb, namespace);
     const cache = await this.cache(client);
     const revisions = this.releases(cache).get(releaseKey(namespace, name));
     if (!revisions) throw new NotFoundException(`no Helm release '${name}' in namespace '${namespace}'`);

@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { QueryBoolean } from '../../resources/dto/resource-query.dto.js';
 import { PageSize } from '../../common/page-size.js';
 
 export const HELM_SORT_KEYS = ['name', 'namespace', 'updated', 'status', 'chart'] as const;
@@ -244,4 +245,179 @@ export class HelmDiffDto {
   /** A unified diff of the user-supplied values as YAML ('' when equal). */
   @ApiProperty({ example: '--- a/values.yaml\n+++ b/values.yaml\n@@ -1,1 +1,1 @@\n-replicas: 1\n+replicas: 2\n' })
   values: string;
+}
+
+const BOOLEAN_QUERY = (description: string) => QueryBoolean(description);
+
+/** Installing: from a chart repository (JSON), or (`application/gzip`) an uploaded archive with these in the query. */
+export class InstallHelmReleaseDto {
+  /** The release's name: at most 53 lower-case letters, digits, `-` and `.`. */
+  @ApiProperty({ maxLength: 53, example: 'web' })
+  @IsString()
+  @MaxLength(53)
+  name: string;
+
+  /** The chart's name in the repository `repo`. */
+  @ApiProperty({ maxLength: 100, example: 'nginx' })
+  @IsString()
+  @MaxLength(100)
+  chart: string;
+
+  /** The chart's version (default: the repository's newest). */
+  @ApiPropertyOptional({ maxLength: 64, example: '1.2.0' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(64)
+  version?: string;
+
+  /** The chart repository: an https URL (its `index.yaml` is read). */
+  @ApiProperty({ maxLength: 2048, example: 'https://charts.example.com/stable' })
+  @IsString()
+  @MaxLength(2048)
+  repo: string;
+
+  /** The user-supplied values (an object), as `helm install -f` takes them. */
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, example: { replicas: 2 } })
+  @IsOptional()
+  values?: Record<string, unknown>;
+
+  /** `true`: render and diff against the live objects; nothing changes. */
+  @ApiPropertyOptional({ example: false })
+  @IsOptional()
+  @IsBoolean()
+  dryRun?: boolean;
+}
+
+/** The query of an install or upgrade whose body is an uploaded chart archive (`application/gzip`). */
+export class HelmArchiveQueryDto {
+  /** Install with an archive: the release's name. */
+  @ApiPropertyOptional({ maxLength: 53, example: 'web' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(53)
+  name?: string;
+
+  /** With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart). */
+  @ApiPropertyOptional({ maxLength: 8192, example: '{"replicas":2}' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(8192)
+  values?: string;
+
+  @BOOLEAN_QUERY('With an archive: `true` renders and diffs against the live objects; nothing changes.')
+  dryRun?: boolean;
+
+  @BOOLEAN_QUERY("Upgrade with an archive: `true` keeps the release's last values, merged with `values`.")
+  reuseValues?: boolean;
+}
+
+/** Upgrading: with a repository chart, or the release's own chart as Helm stored it (no `chart`). */
+export class UpgradeHelmReleaseDto {
+  /** The chart's name in the repository `repo`; omitted: the chart of the release's latest revision. */
+  @ApiPropertyOptional({ maxLength: 100, example: 'nginx' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(100)
+  chart?: string;
+
+  @ApiPropertyOptional({ maxLength: 64, example: '1.3.0' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(64)
+  version?: string;
+
+  /** The chart repository (https), with `chart`. */
+  @ApiPropertyOptional({ maxLength: 2048, example: 'https://charts.example.com/stable' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(2048)
+  repo?: string;
+
+  /** The user-supplied values (an object). */
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, example: { replicas: 3 } })
+  @IsOptional()
+  values?: Record<string, unknown>;
+
+  /** `true`: the last revision's values, with `values` merged over them (`helm upgrade --reuse-values`). */
+  @ApiPropertyOptional({ example: false })
+  @IsOptional()
+  @IsBoolean()
+  reuseValues?: boolean;
+
+  @ApiPropertyOptional({ example: false })
+  @IsOptional()
+  @IsBoolean()
+  dryRun?: boolean;
+}
+
+export class RollbackHelmReleaseDto {
+  /** The revision to roll back to. */
+  @ApiProperty({ type: 'integer', minimum: 1, maximum: 2_147_483_647, example: 1 })
+  @IsInt()
+  @Min(1)
+  @Max(2_147_483_647)
+  revision: number;
+
+  @ApiPropertyOptional({ example: false })
+  @IsOptional()
+  @IsBoolean()
+  dryRun?: boolean;
+
+  /** Wait until the objects are ready (`helm rollback --wait`). */
+  @ApiPropertyOptional({ example: false })
+  @IsOptional()
+  @IsBoolean()
+  wait?: boolean;
+
+  /** With `wait`: how long (default 300, at most CAS_HELM_TIMEOUT_SECONDS). */
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 3600, example: 120 })
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @Max(3600)
+  timeoutSeconds?: number;
+}
+
+export class UninstallHelmReleaseQueryDto {
+  @BOOLEAN_QUERY("`true`: keep the release's history (status `uninstalled`), as `helm uninstall --keep-history`.")
+  keepHistory?: boolean;
+
+  @BOOLEAN_QUERY('`true`: list what would be removed; nothing changes.')
+  dryRun?: boolean;
+}
+
+export class HelmChangeDto {
+  @ApiProperty({ type: String, nullable: true, example: 'apps/v1' })
+  apiVersion: string | null;
+  @ApiProperty({ type: String, nullable: true, example: 'Deployment' })
+  kind: string | null;
+  @ApiProperty({ type: String, nullable: true, example: 'shop' })
+  namespace: string | null;
+  @ApiProperty({ type: String, nullable: true, example: 'web' })
+  name: string | null;
+  /** `created`, `configured`, `unchanged` (as apply says), `removed`, or `error` (the cluster's refusal, in `diff`). */
+  @ApiProperty({ example: 'configured' })
+  action: string;
+  /** A unified diff of the live object and what it would become; a Secret's values are `***`. */
+  @ApiProperty({ example: '--- a/shop/deployments.apps/web\n+++ b/shop/deployments.apps/web\n' })
+  diff: string;
+}
+
+export class HelmOperationDto {
+  @ApiProperty({ enum: ['install', 'upgrade', 'rollback', 'uninstall'] })
+  operation: 'install' | 'upgrade' | 'rollback' | 'uninstall';
+  @ApiProperty({ example: false })
+  dryRun: boolean;
+  /** The revision made (or, in a dry run, the one that would be); null when uninstalled without history. */
+  @ApiProperty({ type: HelmReleaseSummaryDto, nullable: true })
+  release: HelmReleaseSummaryDto | null;
+  /** The rendered notes. */
+  @ApiProperty({ example: 'Visit http://web.shop/' })
+  notes: string;
+  /** Dry run: the rendered manifest ('' otherwise). */
+  @ApiProperty({ example: '' })
+  manifest: string;
+  /** Dry run: each object against the live one (server-side dry run, as apply shows it). */
+  @ApiProperty({ type: [HelmChangeDto] })
+  changes: HelmChangeDto[];
 }
