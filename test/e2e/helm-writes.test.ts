@@ -343,8 +343,9 @@ describe(
       );
       assert.doesNotMatch(children, /helm/);
       assert.deepEqual(
-        (await readdir(tmpdir())).filter((f) => f.startsWith('cas-helm-') && !dir.endsWith(f)).length >= 0,
-        true,
+        (await readdir(tmpdir())).filter((f) => f.startsWith('cas-helm-op-')),
+        [],
+        'no operation folder left',
       );
     });
 
