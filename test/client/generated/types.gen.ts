@@ -14,7 +14,7 @@ export type PermissionRuleDto = {
      */
     namespaces: Array<string>;
     /**
-     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
+     * `*` stands for every resource except `secrets`, `metrics`, `helmreleases` and status (`pods/status`).
      */
     resources: Array<string>;
     verbs: Array<string>;
@@ -55,7 +55,7 @@ export type CanIDto = {
     cluster: string;
     /**
      * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
-     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
+     * (`deployments.apps`); `metrics` for the raw metrics routes; `helmreleases` for the Helm release routes; `<resource>/status` for the status
      * subresource (read with `get`, written with `update`/`patch`).
      */
     resource: string;
@@ -206,7 +206,7 @@ export type RoleRuleDto = {
      */
     namespaces: Array<string>;
     /**
-     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics` and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name
+     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics`, `helmreleases` (the Helm routes) and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name
      */
     resources: Array<string>;
     /**
@@ -685,6 +685,288 @@ export type ApplyResponseDto = {
      * One result per document, in the documents' order.
      */
     results: Array<ApplyResultDto>;
+};
+
+export type InstallHelmReleaseDto = {
+    /**
+     * The release's name: at most 53 lower-case letters, digits, `-` and `.`.
+     */
+    name: string;
+    /**
+     * The chart's name in the repository `repo`.
+     */
+    chart: string;
+    /**
+     * The chart's version (default: the repository's newest).
+     */
+    version?: string;
+    /**
+     * The chart repository: an https URL (its `index.yaml` is read).
+     */
+    repo: string;
+    /**
+     * The user-supplied values (an object), as `helm install -f` takes them.
+     */
+    values?: {
+        [key: string]: unknown;
+    };
+    /**
+     * `true`: render and diff against the live objects; nothing changes.
+     */
+    dryRun?: boolean;
+};
+
+export type UpgradeHelmReleaseDto = {
+    /**
+     * The chart's name in the repository `repo`; omitted: the chart of the release's latest revision.
+     */
+    chart?: string;
+    version?: string;
+    /**
+     * The chart repository (https), with `chart`.
+     */
+    repo?: string;
+    /**
+     * The user-supplied values (an object).
+     */
+    values?: {
+        [key: string]: unknown;
+    };
+    /**
+     * `true`: the last revision's values, with `values` merged over them (`helm upgrade --reuse-values`).
+     */
+    reuseValues?: boolean;
+    dryRun?: boolean;
+};
+
+export type HelmChartRefDto = {
+    name: string;
+    version: string;
+    /**
+     * '' when the chart names none.
+     */
+    appVersion: string;
+};
+
+export type HelmReleaseSummaryDto = {
+    name: string;
+    namespace: string;
+    revision: number;
+    /**
+     * Helm's status of the revision (`deployed`, `superseded`, `failed`, `uninstalled`, `pending-upgrade`, …).
+     */
+    status: string;
+    /**
+     * When the revision was last deployed (RFC 3339, as Helm stored it).
+     */
+    updated: string;
+    /**
+     * Helm's description of what was done (`Install complete`, `Upgrade complete`, `Rollback to 1`).
+     */
+    description: string;
+    chart: HelmChartRefDto;
+};
+
+export type HelmReleasePageDto = {
+    items: Array<HelmReleaseSummaryDto>;
+    /**
+     * Every match the caller may see.
+     */
+    total: number;
+    page: number;
+    size: number;
+};
+
+export type HelmChartDto = {
+    name: string;
+    version: string;
+    /**
+     * '' when the chart names none.
+     */
+    appVersion: string;
+    /**
+     * The chart's `Chart.yaml` as Helm stored it (`apiVersion`, `description`, `type`, `dependencies`, …).
+     */
+    metadata: {
+        [key: string]: unknown;
+    };
+};
+
+export type HelmReleaseInfoDto = {
+    firstDeployed: string;
+    lastDeployed: string;
+    /**
+     * '' unless the release was uninstalled with its history kept.
+     */
+    deleted: string;
+    status: string;
+    description: string;
+};
+
+export type HelmManifestObjectDto = {
+    apiVersion: string;
+    kind: string;
+    name: string;
+    /**
+     * '' when the manifest leaves it to the release's namespace (or the object is cluster-scoped).
+     */
+    namespace: string;
+    /**
+     * The chart's template it was rendered from.
+     */
+    source: string;
+};
+
+export type HelmHookRunDto = {
+    startedAt: string;
+    completedAt: string;
+    /**
+     * `Succeeded`, `Failed`, `Running`, or '' when it never ran.
+     */
+    phase: string;
+};
+
+export type HelmHookDto = {
+    name: string;
+    kind: string;
+    path: string;
+    events: Array<string>;
+    weight: number;
+    deletePolicies: Array<string>;
+    lastRun: HelmHookRunDto;
+};
+
+export type HelmReleaseDto = {
+    name: string;
+    namespace: string;
+    revision: number;
+    /**
+     * Helm's status of the revision (`deployed`, `superseded`, `failed`, `uninstalled`, `pending-upgrade`, …).
+     */
+    status: string;
+    /**
+     * When the revision was last deployed (RFC 3339, as Helm stored it).
+     */
+    updated: string;
+    /**
+     * Helm's description of what was done (`Install complete`, `Upgrade complete`, `Rollback to 1`).
+     */
+    description: string;
+    chart: HelmChartDto;
+    info: HelmReleaseInfoDto;
+    /**
+     * The user-supplied values (`helm get values`).
+     */
+    values: {
+        [key: string]: unknown;
+    };
+    /**
+     * The values the revision was rendered with: the chart's defaults under the user's (`helm get values --all`).
+     */
+    computedValues: {
+        [key: string]: unknown;
+    };
+    /**
+     * The rendered manifest (`helm get manifest`), Secrets included: reading a release is reading Secrets.
+     */
+    manifest: string;
+    /**
+     * Each object of the manifest.
+     */
+    objects: Array<HelmManifestObjectDto>;
+    /**
+     * The chart's rendered notes (`helm get notes`).
+     */
+    notes: string;
+    hooks: Array<HelmHookDto>;
+};
+
+export type HelmHistoryDto = {
+    /**
+     * Every revision Helm keeps, newest first.
+     */
+    items: Array<HelmReleaseSummaryDto>;
+};
+
+export type HelmObjectDiffDto = {
+    apiVersion: string;
+    kind: string;
+    name: string;
+    namespace: string;
+    change: 'added' | 'removed' | 'changed';
+    /**
+     * A unified diff of the object as YAML; a Secret's values shown as `***` (`*** (changed)` where they differ).
+     */
+    diff: string;
+};
+
+export type HelmDiffDto = {
+    from: number;
+    to: number;
+    /**
+     * The objects added, removed or changed, in the order of the later manifest (removed ones last).
+     */
+    objects: Array<HelmObjectDiffDto>;
+    /**
+     * How many objects are the same in both.
+     */
+    unchanged: number;
+    /**
+     * A unified diff of the user-supplied values as YAML ('' when equal).
+     */
+    values: string;
+};
+
+export type HelmChangeDto = {
+    apiVersion: string | null;
+    kind: string | null;
+    namespace: string | null;
+    name: string | null;
+    /**
+     * `created`, `configured`, `unchanged` (as apply says), `removed`, or `error` (the cluster's refusal, in `diff`).
+     */
+    action: string;
+    /**
+     * A unified diff of the live object and what it would become; a Secret's values are `***`.
+     */
+    diff: string;
+};
+
+export type HelmOperationDto = {
+    operation: 'install' | 'upgrade' | 'rollback' | 'uninstall';
+    dryRun: boolean;
+    /**
+     * The revision made (or, in a dry run, the one that would be); null when uninstalled without history.
+     */
+    release: HelmReleaseSummaryDto | null;
+    /**
+     * The rendered notes.
+     */
+    notes: string;
+    /**
+     * Dry run: the rendered manifest ('' otherwise).
+     */
+    manifest: string;
+    /**
+     * Dry run: each object against the live one (server-side dry run, as apply shows it).
+     */
+    changes: Array<HelmChangeDto>;
+};
+
+export type RollbackHelmReleaseDto = {
+    /**
+     * The revision to roll back to.
+     */
+    revision: number;
+    dryRun?: boolean;
+    /**
+     * Wait until the objects are ready (`helm rollback --wait`).
+     */
+    wait?: boolean;
+    /**
+     * With `wait`: how long (default 300, at most CAS_HELM_TIMEOUT_SECONDS).
+     */
+    timeoutSeconds?: number;
 };
 
 export type PrometheusResponseDto = {
@@ -4443,6 +4725,785 @@ export type ApplyResourcesResponses = {
 };
 
 export type ApplyResourcesResponse = ApplyResourcesResponses[keyof ApplyResourcesResponses];
+
+export type ListHelmReleasesData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace, or `_all` for every namespace the caller may read
+         */
+        namespace: string;
+    };
+    query?: {
+        /**
+         * The page to answer, from 1.
+         */
+        page?: number;
+        /**
+         * Releases per page (default 50).
+         */
+        size?: number;
+        /**
+         * What to sort by (default `name`); ties are broken by namespace, then name. `updated` is the last deployment.
+         */
+        sortBy?: 'name' | 'namespace' | 'updated' | 'status' | 'chart';
+        /**
+         * `asc` (default) or `desc`.
+         */
+        sortOrder?: 'asc' | 'desc';
+        /**
+         * A case-insensitive substring of the release's name or its chart's name.
+         */
+        search?: string;
+        /**
+         * Only releases whose latest revision has this status.
+         */
+        status?: 'unknown' | 'deployed' | 'uninstalled' | 'superseded' | 'failed' | 'uninstalling' | 'pending-install' | 'pending-upgrade' | 'pending-rollback';
+    };
+    url: '/api/v1/helm/releases/{namespace}';
+};
+
+export type ListHelmReleasesErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ListHelmReleasesError = ListHelmReleasesErrors[keyof ListHelmReleasesErrors];
+
+export type ListHelmReleasesResponses = {
+    200: HelmReleasePageDto;
+};
+
+export type ListHelmReleasesResponse = ListHelmReleasesResponses[keyof ListHelmReleasesResponses];
+
+export type InstallHelmReleaseData = {
+    /**
+     * JSON, or a chart archive (`helm package`'s .tgz, at most 10 MiB: 413 beyond) as `application/gzip` with `name`, `values`, `dryRun` (and `reuseValues`) in the query.
+     */
+    body?: InstallHelmReleaseDto | Blob | File;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+    };
+    query?: {
+        /**
+         * Install with an archive: the release's name.
+         */
+        name?: string;
+        /**
+         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart).
+         */
+        values?: string;
+        /**
+         * With an archive: `true` renders and diffs against the live objects; nothing changes.
+         */
+        dryRun?: boolean;
+        /**
+         * Upgrade with an archive: `true` keeps the release's last values, merged with `values`.
+         */
+        reuseValues?: boolean;
+    };
+    url: '/api/v1/helm/releases/{namespace}';
+};
+
+export type InstallHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type InstallHelmReleaseError = InstallHelmReleaseErrors[keyof InstallHelmReleaseErrors];
+
+export type InstallHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type InstallHelmReleaseResponse = InstallHelmReleaseResponses[keyof InstallHelmReleaseResponses];
+
+export type UninstallHelmReleaseData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * `true`: keep the release's history (status `uninstalled`), as `helm uninstall --keep-history`.
+         */
+        keepHistory?: boolean;
+        /**
+         * `true`: list what would be removed; nothing changes.
+         */
+        dryRun?: boolean;
+    };
+    url: '/api/v1/helm/releases/{namespace}/{name}';
+};
+
+export type UninstallHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type UninstallHelmReleaseError = UninstallHelmReleaseErrors[keyof UninstallHelmReleaseErrors];
+
+export type UninstallHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type UninstallHelmReleaseResponse = UninstallHelmReleaseResponses[keyof UninstallHelmReleaseResponses];
+
+export type GetHelmReleaseData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}';
+};
+
+export type GetHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type GetHelmReleaseError = GetHelmReleaseErrors[keyof GetHelmReleaseErrors];
+
+export type GetHelmReleaseResponses = {
+    200: HelmReleaseDto;
+};
+
+export type GetHelmReleaseResponse = GetHelmReleaseResponses[keyof GetHelmReleaseResponses];
+
+export type UpgradeHelmReleaseData = {
+    /**
+     * JSON, or a chart archive (`helm package`'s .tgz, at most 10 MiB: 413 beyond) as `application/gzip` with `name`, `values`, `dryRun` (and `reuseValues`) in the query.
+     */
+    body?: UpgradeHelmReleaseDto | Blob | File;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * Install with an archive: the release's name.
+         */
+        name?: string;
+        /**
+         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart).
+         */
+        values?: string;
+        /**
+         * With an archive: `true` renders and diffs against the live objects; nothing changes.
+         */
+        dryRun?: boolean;
+        /**
+         * Upgrade with an archive: `true` keeps the release's last values, merged with `values`.
+         */
+        reuseValues?: boolean;
+    };
+    url: '/api/v1/helm/releases/{namespace}/{name}';
+};
+
+export type UpgradeHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type UpgradeHelmReleaseError = UpgradeHelmReleaseErrors[keyof UpgradeHelmReleaseErrors];
+
+export type UpgradeHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type UpgradeHelmReleaseResponse = UpgradeHelmReleaseResponses[keyof UpgradeHelmReleaseResponses];
+
+export type GetHelmReleaseRevisionData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+        revision: number;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}/revisions/{revision}';
+};
+
+export type GetHelmReleaseRevisionErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type GetHelmReleaseRevisionError = GetHelmReleaseRevisionErrors[keyof GetHelmReleaseRevisionErrors];
+
+export type GetHelmReleaseRevisionResponses = {
+    200: HelmReleaseDto;
+};
+
+export type GetHelmReleaseRevisionResponse = GetHelmReleaseRevisionResponses[keyof GetHelmReleaseRevisionResponses];
+
+export type ListHelmReleaseHistoryData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}/history';
+};
+
+export type ListHelmReleaseHistoryErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ListHelmReleaseHistoryError = ListHelmReleaseHistoryErrors[keyof ListHelmReleaseHistoryErrors];
+
+export type ListHelmReleaseHistoryResponses = {
+    200: HelmHistoryDto;
+};
+
+export type ListHelmReleaseHistoryResponse = ListHelmReleaseHistoryResponses[keyof ListHelmReleaseHistoryResponses];
+
+export type DiffHelmReleaseData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * The earlier revision (default: the one before `to`).
+         */
+        from?: number;
+        /**
+         * The later revision (default: the latest).
+         */
+        to?: number;
+    };
+    url: '/api/v1/helm/releases/{namespace}/{name}/diff';
+};
+
+export type DiffHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type DiffHelmReleaseError = DiffHelmReleaseErrors[keyof DiffHelmReleaseErrors];
+
+export type DiffHelmReleaseResponses = {
+    200: HelmDiffDto;
+};
+
+export type DiffHelmReleaseResponse = DiffHelmReleaseResponses[keyof DiffHelmReleaseResponses];
+
+export type RollbackHelmReleaseData = {
+    body: RollbackHelmReleaseDto;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}/rollback';
+};
+
+export type RollbackHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type RollbackHelmReleaseError = RollbackHelmReleaseErrors[keyof RollbackHelmReleaseErrors];
+
+export type RollbackHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type RollbackHelmReleaseResponse = RollbackHelmReleaseResponses[keyof RollbackHelmReleaseResponses];
 
 export type QueryMetricsData = {
     body?: never;
