@@ -102,7 +102,6 @@ export class HelmOperationsService implements OnModuleDestroy {
     body: unknown,
     query: HelmArchiveQueryDto,
   ): Promise<HelmOperationDto> {
-    await this.runner.requireBinary();
     const client = await this.releases.client(caller, cluster);
     validateNamespaceName(namespace);
     let name: string;
@@ -117,6 +116,7 @@ export class HelmOperationsService implements OnModuleDestroy {
       if (query.reuseValues !== undefined) throw new BadRequestException(['reuseValues is for upgrades']);
       validateReleaseName(name);
       await this.access.require(caller, client, 'create', namespace);
+      await this.runner.requireBinary();
       chart = { archive: await checkedArchive(body) };
     } else {
       refuseArchiveQuery(query);
@@ -129,6 +129,7 @@ export class HelmOperationsService implements OnModuleDestroy {
       dryRun = dto.dryRun === true;
       validateReleaseName(name);
       await this.access.require(caller, client, 'create', namespace);
+      await this.runner.requireBinary();
       chart = { archive: await this.repos.fetchChart(dto.repo, dto.chart, dto.version) };
     }
     const args = ['install', name, chartArg(chart), '--namespace', namespace, '--output', 'json'];
@@ -143,7 +144,6 @@ export class HelmOperationsService implements OnModuleDestroy {
     body: unknown,
     query: HelmArchiveQueryDto,
   ): Promise<HelmOperationDto> {
-    await this.runner.requireBinary();
     const client = await this.releases.client(caller, cluster);
     validateNamespaceName(namespace);
     validateReleaseName(name);
@@ -162,6 +162,7 @@ export class HelmOperationsService implements OnModuleDestroy {
     }
     const values = valuesOf(dto.values);
     const { revisions } = await this.existing(caller, cluster, namespace, name, 'update');
+    await this.runner.requireBinary();
     let chart: ChartFiles;
     if (archive) chart = { archive: await checkedArchive(archive) };
     else if (dto.chart !== undefined) {
@@ -185,11 +186,11 @@ export class HelmOperationsService implements OnModuleDestroy {
     name: string,
     dto: RollbackHelmReleaseDto,
   ): Promise<HelmOperationDto> {
-    await this.runner.requireBinary();
     const client = await this.releases.client(caller, cluster);
     validateNamespaceName(namespace);
     validateReleaseName(name);
     const { revisions } = await this.existing(caller, cluster, namespace, name, 'update');
+    await this.runner.requireBinary();
     const target = revisions.find((entry) => entry.stored!.revision === dto.revision);
     if (!target) {
       const kept = revisions.map((entry) => entry.stored!.revision).reverse();
@@ -235,11 +236,11 @@ export class HelmOperationsService implements OnModuleDestroy {
     name: string,
     query: UninstallHelmReleaseQueryDto,
   ): Promise<HelmOperationDto> {
-    await this.runner.requireBinary();
     const client = await this.releases.client(caller, cluster);
     validateNamespaceName(namespace);
     validateReleaseName(name);
     const { revisions } = await this.existing(caller, cluster, namespace, name, 'delete');
+    await this.runner.requireBinary();
     const latest = await decodeEntry(revisions[0]);
     if (query.dryRun) {
       const removed = compareManifests({
