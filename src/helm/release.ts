@@ -89,7 +89,7 @@ export interface StoredRevision {
 const isObject = (value: unknown): value is Record<string, any> =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
-const str = (value: unknown): string => (typeof value === 'string' ? value : '');
+const str = (value: unknown): string => (typeof value === 'string' ? own(value) : '');
 
 /** A string of its own: JSON.parse hands out slices of the text it parsed, which would keep all of it alive. */
 const own = (value: string): string => (value.length < 13 ? value : Buffer.from(value, 'utf8').toString('utf8'));
@@ -148,7 +148,7 @@ export function revisionOf(text: string, namespace: string): Revision {
   const info = isObject(raw.info) ? raw.info : {};
   const chart = isObject(raw.chart) ? raw.chart : {};
   const metadata = isObject(chart.metadata) ? chart.metadata : {};
-  const manifest = own(str(raw.manifest));
+  const manifest = str(raw.manifest);
   const summaryInfo: ReleaseInfo = {
     firstDeployed: str(info.first_deployed),
     lastDeployed: str(info.last_deployed),
@@ -157,27 +157,28 @@ export function revisionOf(text: string, namespace: string): Revision {
     description: str(info.description),
   };
   return {
-    name: own(str(raw.name)),
-    namespace: own(str(raw.namespace) || namespace),
+    name: str(raw.name),
+    namespace: str(raw.namespace) || namespace,
     revision: typeof raw.version === 'number' ? raw.version : 0,
     status: summaryInfo.status,
     updated: summaryInfo.lastDeployed,
     description: summaryInfo.description,
     chart: { name: str(metadata.name), version: str(metadata.version), appVersion: str(metadata.appVersion) },
     info: summaryInfo,
-    chartMetadata: metadata,
-    chartValues: isObject(chart.values) ? chart.values : {},
-    values: isObject(raw.config) ? raw.config : {},
+    // Copies: what JSON.parse made holds slices of the whole text, the chart's templates and files included.
+    chartMetadata: structuredClone(metadata),
+    chartValues: isObject(chart.values) ? structuredClone(chart.values) : {},
+    values: isObject(raw.config) ? structuredClone(raw.config) : {},
     manifest,
     objects: manifestObjects(manifest),
-    notes: own(str(info.notes)),
+    notes: str(info.notes),
     hooks: (Array.isArray(raw.hooks) ? raw.hooks : []).filter(isObject).map(hookOf),
   };
 }
 
 function hookOf(hook: Record<string, any>): ReleaseHook {
   const run = isObject(hook.last_run) ? hook.last_run : {};
-  const strings = (value: unknown) => (Array.isArray(value) ? value.map(String) : []);
+  const strings = (value: unknown) => (Array.isArray(value) ? value.map((v) => own(String(v))) : []);
   return {
     name: str(hook.name),
     kind: str(hook.kind),
