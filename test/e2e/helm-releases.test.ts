@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { kubeRequest, waitFor, type ControlPlane } from '../harness/control-plane.js';
 import type { TestApp } from '../support/app.js';
 import { startClusterApp } from '../support/cluster-app.js';
+import { kubeconfigFor } from '../support/clusters.js';
 import { createUser, login } from '../support/factories.js';
 import { goTimeMs, helmBinary, runHelm, writeChart } from '../support/helm.js';
 import { request } from '../support/http.js';
@@ -275,6 +276,65 @@ describe(
       const otherRelease = await get(`${NS2}/blog`, ns1);
       assert.equal(otherRelease.status, 403);
       assert.equal((await get(`${NS1}/shop`, ns1)).status, 200);
+    });
+
+    test('on an impersonating cluster the person without get secrets is refused by the cluster', async () => {
+      const cluster = await request(t.app, 'POST', '/api/v1/admin/clusters', {
+        token: admin,
+        body: { name: 'imp', config: kubeconfigFor(cp), impersonate: true },
+      });
+      assert.equal(cluster.status, 201, cluster.text);
+      const role = await request(t.app, 'POST', '/api/v1/admin/roles', {
+        token: admin,
+        body: {
+          name: 'helm-imp',
+          rules: [{ clusters: ['imp'], namespaces: [NS1], resources: ['helmreleases'], verbs: ['list', 'get'] }],
+        },
+      });
+      assert.equal(role.status, 201, role.text);
+      const person = await login(t, await createUser(t, { role: 'helm-imp' as never }));
+      const onImp = (path: string) =>
+        request(t.app, 'GET', `/api/v1/helm/releases/${path}`, { token: person, headers: { 'x-cluster-name': 'imp' } });
+      for (const path of [NS1, `${NS1}/shop`, '_all']) {
+        const refused = await onImp(path);
+        if (path === '_all') {
+          assert.equal(refused.status, 200, refused.text);
+          assert.deepEqual(refused.body.items, [], 'no namespace the cluster lets the person read');
+        } else {
+          assert.equal(refused.status, 403, `${path}: ${refused.text}`);
+          assert.match(refused.body.message, /secrets/);
+          assert.doesNotMatch(refused.text, /"shop"|cart/);
+        }
+      }
+      const rbac = '/apis/rbac.authorization.k8s.io/v1/namespaces/' + NS1;
+      assert.equal(
+        (
+          await kubeRequest(cp, 'POST', `${rbac}/roles`, {
+            metadata: { name: 'secret-reader' },
+            rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }],
+          })
+        ).status,
+        201,
+      );
+      const binding = await kubeRequest(cp, 'POST', `${rbac}/rolebindings`, {
+        metadata: { name: 'helm-imp-secrets' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'secret-reader' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'cas:role:helm-imp' }],
+      });
+      assert.equal(binding.status, 201, JSON.stringify(binding.body));
+      const allowed = await waitFor('the binding to count', async () => {
+        const res = await onImp(NS1);
+        return res.status === 200 && res;
+      });
+      assert.deepEqual(
+        allowed.body.items.map((r: any) => r.name),
+        ['cart', 'shop'],
+      );
+      const all = await waitFor('the _all page to show NS1', async () => {
+        const res = await onImp('_all');
+        return res.body.total === 2 && res;
+      });
+      assert.deepEqual([...new Set(all.body.items.map((r: any) => r.namespace))], [NS1]);
     });
   },
 );
