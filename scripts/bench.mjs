@@ -6,7 +6,8 @@
 // directly, through `kubectl proxy` (Debian's kubectl 1.20.2) and through the service, in one run.
 //
 //   BENCH_SECONDS=10 (per measurement)   BENCH_USERS=100000   BENCH_SKIP_POSTGRES=1   BENCH_PROFILE=dir
-//   BENCH_PARTS=resources,users (default); also lists (issue 32), apply (issue 33), terminal (issue 31)
+//   BENCH_PARTS=resources,users (default); also lists (issue 32), apply (issue 33), terminal (issue 31),
+//   helm (issue 42; BENCH_HELM_RELEASES=1000)
 //   (BENCH_PROFILE: the service runs with --cpu-prof and writes its profile into dir)
 import { execFileSync, fork, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -1054,11 +1055,182 @@ async function terminalPart() {
   const flooded = Math.min(...[interactive, burst].map((r) => (r.flood.firstMs === undefined ? 0 : r.flood.bytes)));
   return { interactive, burst, growth: peak - before, flooded, sessions: SESSIONS };
 }
+/**
+ * Issue 42: 1,000 Helm releases × 3 revisions (Helm's storage Secrets, written here as Helm's storage driver
+ * writes them) and one release whose manifest is 1 MiB, on one cluster: a page of 50 of `_all` sorted by
+ * `updated`, the big release's detail once cached, and `helm list -A -o json` (helm 3.17, ensure-layer.sh 30)
+ * against the same apiserver; the cache's RSS against the decoded JSON it holds.
+ */
+async function helmPart() {
+  const RELEASES = Number(process.env.BENCH_HELM_RELEASES ?? 1000);
+  const REVISIONS = 3;
+  const NAMESPACES = 10;
+  const helm = `${execFileSync('bash', ['scripts/kube/ensure-layer.sh', '30'], { encoding: 'utf8' }).trim()}/helm`;
+  const prefix = `bench-helm-${process.pid}`;
+  const namespaces = Array.from({ length: NAMESPACES }, (_, i) => `${prefix}-${i}`);
+  for (const n of namespaces) await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: n } });
+  cleanups.push(() => Promise.all(namespaces.map((n) => kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${n}`))));
+  const { gzipSync } = await import('node:zlib');
+  const { randomBytes } = await import('node:crypto');
+  let decodedBytes = 0;
+  const secretOf = (namespace, name, version, status, manifest, at) => {
+    const release = {
+      name,
+      namespace,
+      version,
+      info: {
+        first_deployed: new Date(at - version * 60_000).toISOString(),
+        last_deployed: new Date(at).toISOString(),
+        deleted: '',
+        description: version === 1 ? 'Install complete' : 'Upgrade complete',
+        status,
+        notes: `Release ${name}: visit http://${name}.${namespace}/`,
+      },
+      chart: {
+        metadata: { apiVersion: 'v2', name: `chart-${name.length % 7}`, version: `1.${version}.0`, appVersion: '2.0' },
+        templates: [{ name: 'templates/cm.yaml', data: Buffer.from('kind: ConfigMap').toString('base64') }],
+        values: { replicas: 1, image: { repository: 'nginx', tag: '1.25' } },
+      },
+      config: { replicas: version },
+      manifest,
+      hooks: [],
+    };
+    const json = JSON.stringify(release);
+    decodedBytes += Buffer.byteLength(json);
+    const helmData = gzipSync(Buffer.from(json)).toString('base64');
+    return {
+      metadata: {
+        name: `sh.helm.release.v1.${name}.v${version}`,
+        labels: { owner: 'helm', name, version: String(version), status, modifiedAt: String(Math.floor(at / 1000)) },
+      },
+      type: 'helm.sh/release.v1',
+      data: { release: Buffer.from(helmData).toString('base64') },
+    };
+  };
+  const smallManifest = (name) =>
+    ['service', 'deployment', 'configmap']
+      .map(
+        (what) =>
+          `---\n# Source: chart/templates/${what}.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}-${what}\n  labels:\n    app: ${name}\ndata:\n  value: "${'x'.repeat(400)}"\n`,
+      )
+      .join('');
+  const created = Date.now();
+  const jobs = [];
+  for (let r = 0; r < RELEASES; r++) {
+    for (let v = 1; v <= REVISIONS; v++) {
+      jobs.push([
+        namespaces[r % NAMESPACES],
+        `rel-${r}`,
+        v,
+        v === REVISIONS ? 'deployed' : 'superseded',
+        null,
+        created - (RELEASES - r) * 1000 + v,
+      ]);
+    }
+  }
+  // The big one: 1 MiB of manifest (objects with random values: it compresses as real manifests do, not to nothing).
+  let big = '';
+  for (let i = 0; Buffer.byteLength(big) < MIB; i++) {
+    big += `---\n# Source: big/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big-${i}\ndata:\n  key: "${randomBytes(24).toString('hex')}"\n  text: "${'lorem ipsum dolor sit amet '.repeat(8)}"\n`;
+  }
+  jobs.push([namespaces[0], 'big', 1, 'deployed', big, created]);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      for (let i = next++; i < jobs.length; i = next++) {
+        const [ns, name, version, status, manifest, at] = jobs[i];
+        const body = secretOf(ns, name, version, status, manifest ?? smallManifest(name), at);
+        const res = await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/secrets`, body);
+        if (res.status !== 201)
+          throw new Error(`create ${name}.v${version}: ${res.status} ${JSON.stringify(res.body)}`);
+      }
+    }),
+  );
+  console.log(
+    `\n— helm: ${jobs.length} release Secrets (${RELEASES} releases × ${REVISIONS}, and one of a 1 MiB manifest) created in ` +
+      `${((Date.now() - created) / 1000).toFixed(0)} s; ${mib(decodedBytes)} of release JSON once decoded`,
+  );
+
+  const service = await startService(
+    {
+      CAS_DATA_DIR: join(tmp, 'sqlite-helm'),
+      CAS_BOOTSTRAP_USERNAME: 'bench',
+      CAS_BOOTSTRAP_PASSWORD: 'bench-password-1',
+      CAS_HELM_BINARY: helm,
+    },
+    'the service (helm)',
+  );
+  const { token } = await service.api('POST', '/api/v1/auth/login', {
+    body: { username: 'bench', password: 'bench-password-1' },
+  });
+  await service.api('POST', '/api/v1/admin/clusters', {
+    token,
+    body: { name: 'helm-1', config: kubeconfigFor(cp, { token: cp.adminToken }) },
+  });
+  const auth = { authorization: `Bearer ${token}`, 'x-cluster-name': 'helm-1' };
+  const pagePath = '/api/v1/helm/releases/_all?page=1&size=50&sortBy=updated&sortOrder=desc';
+  const detailPath = `/api/v1/helm/releases/${namespaces[0]}/big`;
+  await service.api('GET', '/api/v1/configmaps/_all?page=1&size=1', { token, cluster: 'helm-1' }); // warm the code path
+  await new Promise((r) => setTimeout(r, 2000));
+  const rssBefore = await settledRss(service.child.pid);
+  const filled = Date.now();
+  const first = await service.api('GET', pagePath, { token, cluster: 'helm-1' });
+  const fillMs = Date.now() - filled;
+  const detail = await service.api('GET', detailPath, { token, cluster: 'helm-1' });
+  // Every revision decoded: the history of each release read once.
+  const decodeAll = Date.now();
+  for (let r = 0; r < RELEASES; r++) {
+    await service.api('GET', `/api/v1/helm/releases/${namespaces[r % NAMESPACES]}/rel-${r}/history`, {
+      token,
+      cluster: 'helm-1',
+    });
+  }
+  const historiesMs = Date.now() - decodeAll;
+  const rssAfter = await settledRss(service.child.pid);
+  console.log(
+    `helm: first page (list and decode into the cache) ${fillMs} ms, total ${first.total}; every history read once ` +
+      `${historiesMs} ms; big manifest ${mib(Buffer.byteLength(detail.manifest))}; ` +
+      `RSS ${mib(rssBefore)} → ${mib(rssAfter)} (+${mib(rssAfter - rssBefore)}) for ${mib(decodedBytes)} of decoded JSON`,
+  );
+  const page = row(
+    'helm: page of 50 of _all sorted by updated, 8 conn',
+    await wrk(service.base + pagePath, { connections: 8, headers: auth }),
+  );
+  const detailRow = row(
+    'helm: detail of a release with a 1 MiB manifest, 8 conn',
+    await wrk(service.base + detailPath, { connections: 8, headers: auth }),
+  );
+
+  // helm itself: `helm list -A -o json` against the same apiserver (the control plane's admin certificate).
+  const kubeconfig = join(tmp, 'helm-kubeconfig');
+  await writeFile(kubeconfig, kubeconfigFor(cp, { token: cp.adminToken }));
+  const home = join(tmp, 'helm-home');
+  const runs = [];
+  const until = Date.now() + SECONDS * 1000;
+  while (Date.now() < until || runs.length < 3) {
+    const at = Date.now();
+    const out = execFileSync(helm, ['list', '-A', '-o', 'json', '--max', '0', '--kubeconfig', kubeconfig], {
+      env: { PATH: process.env.PATH, HOME: home },
+      maxBuffer: 256 * MIB,
+      encoding: 'utf8',
+    });
+    runs.push(Date.now() - at);
+    if (runs.length === 1) console.log(`helm: helm list -A -o json lists ${JSON.parse(out).length} releases`);
+  }
+  const helmRps = runs.length / (runs.reduce((a, b) => a + b, 0) / 1000);
+  console.log(
+    `helm: helm list -A -o json (one at a time) ${runs.length} runs, ${helmRps.toFixed(2)} per s, median ${runs.sort((a, b) => a - b)[runs.length >> 1]} ms`,
+  );
+  await service.stop();
+  return { page, detail: detailRow, helmRps, decodedBytes, rssBefore, rssAfter };
+}
+
 const resources = PARTS.has('resources') ? await resourcesPart() : undefined;
 const lists = PARTS.has('lists') ? await listsPart() : undefined;
 const users = PARTS.has('users') ? await usersPart() : undefined;
 const applied = PARTS.has('apply') ? await applyPart() : undefined;
 const terminal = PARTS.has('terminal') ? await terminalPart() : undefined;
+const helmed = PARTS.has('helm') ? await helmPart() : undefined;
 
 // ---------------------------------------------------------------- goals
 if (resources) {
@@ -1200,6 +1372,27 @@ if (terminal) {
   );
   goal('RSS growth during the terminal load ≤ 64 MiB', terminal.growth <= 64 * MIB, `+${mib(terminal.growth)}`);
   goal('the 50 MiB stream arrived whole', terminal.flooded >= 50 * MIB, mib(terminal.flooded));
+}
+if (helmed) {
+  const { page, detail, helmRps, decodedBytes, rssBefore, rssAfter } = helmed;
+  goal(
+    'Helm: page of 50 of _all (1,000 releases × 3) sorted by updated, p95 ≤ 20 ms',
+    page.p95 <= 20,
+    `${page.p95.toFixed(1)} ms`,
+  );
+  const ratio = page.rps / helmRps;
+  goal(
+    'Helm: the page ≥ 50× the throughput of helm list -A -o json',
+    ratio >= 50,
+    `${Math.round(page.rps)} vs ${helmRps.toFixed(2)} per s (${Math.round(ratio)}×)`,
+  );
+  goal('Helm: detail of a 1 MiB manifest once cached, p95 ≤ 30 ms', detail.p95 <= 30, `${detail.p95.toFixed(1)} ms`);
+  const growth = rssAfter - rssBefore;
+  goal(
+    'Helm: cache RSS ≤ 2× the decoded JSON',
+    growth <= 2 * decodedBytes,
+    `+${mib(growth)} for ${mib(decodedBytes)} (${(growth / decodedBytes).toFixed(2)}×)`,
+  );
 }
 console.log('\nGoals:');
 for (const v of verdicts) console.log('  ' + v);

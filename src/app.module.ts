@@ -12,6 +12,7 @@ import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { ENTITIES } from './entities.js';
 import { HealthModule } from './health/health.module.js';
+import { HelmModule } from './helm/helm.module.js';
 import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { ObservabilityModule } from './observability/observability.module.js';
@@ -34,6 +35,7 @@ export class AppModule {
         HealthModule,
         ResourcesModule,
         ApplyModule,
+        HelmModule,
         MetricsModule,
         ObservabilityModule,
         HttpModule,

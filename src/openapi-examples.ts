@@ -121,6 +121,16 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
     metadata: { name: 'shop-settings', namespace: 'default' },
     data: { mode: 'fast' },
   },
+  installHelmRelease: {
+    name: 'web',
+    chart: 'nginx',
+    version: '18.2.0',
+    repo: 'https://charts.bitnami.com/bitnami',
+    values: { replicaCount: 2 },
+    dryRun: true,
+  },
+  upgradeHelmRelease: { values: { replicaCount: 3 }, reuseValues: true, dryRun: true },
+  rollbackHelmRelease: { revision: 1, dryRun: true },
   patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }], {
     apiVersion: 'autoscaling/v1',
     kind: 'Scale',
@@ -128,6 +138,9 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
     spec: { replicas: 2 },
   }),
 };
+
+/** A chart archive body's example (`application/gzip`): what it stands for, as Swagger UI cannot build one. */
+export const REQUEST_ARCHIVE_EXAMPLE = '(the .tgz that `helm package` writes)';
 
 /** A YAML request body's example, by operationId (a YAML stream: what a console's editor or an import sends). */
 export const REQUEST_YAML_EXAMPLES: Record<string, string> = {

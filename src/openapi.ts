@@ -20,6 +20,7 @@ import {
   PATCH_CONTENT_TYPES,
   type PatchContentType,
   REQUEST_EXAMPLES,
+  REQUEST_ARCHIVE_EXAMPLE,
   REQUEST_YAML_EXAMPLES,
   RESPONSE_EXAMPLES,
 } from './openapi-examples.js';
@@ -46,6 +47,11 @@ export const API_TAGS: Array<{ name: string; description: string }> = [
     name: 'Apply',
     description:
       'Server-side apply of one or many documents (YAML or JSON), with a diff per object, conflicts, and dry run; Secret values never shown.',
+  },
+  {
+    name: 'Helm',
+    description:
+      'Helm releases read from Helm’s own storage (list, a revision, history, diff) and written by the real Helm CLI as the caller (install, upgrade, roll back, uninstall); rules name `helmreleases`.',
   },
   { name: 'Roles', description: 'Built-in and custom roles: rules of clusters, namespaces, resources and verbs.' },
   {
@@ -268,6 +274,7 @@ function addExamples(method: string, op: OperationObject): void {
   } else if (example !== undefined && body?.content?.['application/json']) {
     body.content['application/json'].example = example;
   }
+  if (body?.content?.['application/gzip']) body.content['application/gzip'].example = REQUEST_ARCHIVE_EXAMPLE;
   const yamlExample = REQUEST_YAML_EXAMPLES[operationId];
   if (yamlExample !== undefined && body?.content?.['application/yaml'])
     body.content['application/yaml'].example = yamlExample;

@@ -20,15 +20,22 @@ export type Verb = (typeof VERBS)[number];
 /** Verbs a `*` never covers: running commands in a pod or reaching its ports needs a rule that names them. */
 export const NAMED_ONLY_VERBS: ReadonlySet<string> = new Set(['exec', 'attach', 'portforward']);
 
+/** The pseudo-resource of the Helm release routes (`/api/v1/helm/releases/…`). */
+export const HELM_RELEASES = 'helmreleases';
+
+/** The verbs the Helm release routes use: list and get to read; create, update and delete to install, upgrade or roll back, and uninstall. */
+export const HELM_VERBS: ReadonlySet<string> = new Set(['list', 'get', 'create', 'update', 'delete']);
+
 /** Stands for every value of a rule's list. */
 export const ANY = '*';
 
 /**
  * Resources a `*` never covers: a rule grants them only by naming them. Reading Secrets and querying
  * metrics are what the built-in `viewer` role must not do, and a custom role should not get them by
- * accident either.
+ * accident either. `helmreleases` (the Helm routes) is reading Secrets too: a release holds its
+ * rendered Secrets and the values that often carry credentials.
  */
-export const NAMED_ONLY_RESOURCES: ReadonlySet<string> = new Set(['secrets', 'metrics']);
+export const NAMED_ONLY_RESOURCES: ReadonlySet<string> = new Set(['secrets', 'metrics', HELM_RELEASES]);
 
 /**
  * The subresource a rule names apart from its resource (`pods/status`, `deployments.apps/status`):
@@ -37,7 +44,7 @@ export const NAMED_ONLY_RESOURCES: ReadonlySet<string> = new Set(['secrets', 'me
  */
 export const STATUS_SUFFIX = '/status';
 
-/** Whether only a rule naming the resource grants it: Secrets, metrics, and every `<resource>/status`. */
+/** Whether only a rule naming the resource grants it: Secrets, metrics, Helm releases, and every `<resource>/status`. */
 export function isNamedOnly(resource: string): boolean {
   return NAMED_ONLY_RESOURCES.has(resource) || resource.endsWith(STATUS_SUFFIX);
 }

@@ -10,5 +10,6 @@ import { ApplyService } from './apply.service.js';
   imports: [ClustersModule, AuthModule, ResourcesModule, ListsModule],
   controllers: [ApplyController],
   providers: [ApplyService],
+  exports: [ApplyService],
 })
 export class ApplyModule {}

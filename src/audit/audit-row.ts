@@ -100,7 +100,10 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
 
   const params = (request.params ?? {}) as Record<string, unknown>;
   const url = request.routeOptions.url ?? '';
-  const kube = facts.kube;
+  const helm = facts.helm;
+  const kube =
+    facts.kube ??
+    (helm && { cluster: helm.cluster, verb: '', resource: 'helmreleases', namespace: helm.namespace, name: helm.name });
   const isResourceRoute = typeof params.resource === 'string' || kube !== undefined;
   const header = request.headers['x-cluster-name'];
   const ok = statusCode >= 200 && statusCode < 300;
@@ -134,7 +137,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     uid: version.uid,
     resourceVersion: version.resourceVersion,
     count: 1,
-    detail: isDryRun(request) ? DRY_RUN_DETAIL : null,
+    detail: isDryRun(request) || helm?.dryRun ? DRY_RUN_DETAIL : null,
   };
 }
 

@@ -29,6 +29,11 @@ export interface AuditFacts {
    * target and the cluster's status for it, in place of the request's one row. Never a document's body.
    */
   documents?: AuditedDocument[];
+  /**
+   * A Helm operation (install, upgrade, rollback, uninstall): one row naming the release as `helmreleases`
+   * (the objects Helm writes are rows of their own, made on the Kubernetes API path as the person). Never a value.
+   */
+  helm?: { cluster: string; namespace: string; name: string | null; dryRun: boolean };
   /** Overrides the target the route's path gives. */
   target?: { kind: string; id: string | null };
   /** The cluster's answer to a resource write (bounded), read once the response is sent for uid and resourceVersion. */

@@ -175,3 +175,12 @@ export const textBodyParser = boundedBodyParser(
   () => ({}),
   (bytes) => (isBlank(bytes) ? undefined : bytes.toString('utf8')),
 );
+
+/** Chart archives (`helm package`'s `.tgz`), taken whole by the Helm routes only. */
+export const GZIP_TYPES = ['application/gzip', 'application/x-gzip'];
+
+/** The body as bytes, within the route's body limit (a chart archive). */
+export const bytesBodyParser = boundedBodyParser(
+  () => ({}),
+  (bytes) => (bytes.length === 0 ? undefined : bytes),
+);

@@ -61,6 +61,23 @@ export interface AppConfig {
   kube: KubeConfig;
   /** Served over TLS by the service itself (CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE); undefined: plain HTTP. */
   tls?: TlsConfig;
+  /** Helm's write routes: the real `helm` CLI run as a child process. */
+  helm: HelmConfig;
+}
+
+export interface HelmConfig {
+  /** `CAS_HELM_BINARY`: the helm executable (a path, or a name looked up on PATH). */
+  binary: string;
+  /** `CAS_HELM_MAX_PROCESSES`: Helm processes of this replica at once; more → 429. */
+  maxProcesses: number;
+  /** `CAS_HELM_MAX_PROCESSES_PER_USER`: Helm processes of one user (keys included) at once; more → 429. */
+  maxProcessesPerUser: number;
+  /** `CAS_HELM_TIMEOUT_SECONDS`: the longest a Helm operation may take (its process is then killed: 504). */
+  timeoutSeconds: number;
+  /** `CAS_HELM_REPO_ALLOW_LOOPBACK`: chart repositories on loopback or private addresses are allowed. */
+  repoAllowLoopback: boolean;
+  /** `CAS_HELM_REPO_CA_FILE`: a PEM CA that chart repositories' certificates may also be signed by. */
+  repoCaFile?: string;
 }
 
 export interface KubeConfig {
@@ -646,6 +663,14 @@ export function loadConfig(env: Env = process.env): AppConfig {
     oidc,
     kube: kubeFrom(env, oidc.publicUrl),
     tls,
+    helm: {
+      binary: env.CAS_HELM_BINARY || 'helm',
+      maxProcesses: integer(env, 'CAS_HELM_MAX_PROCESSES', 4, 1, 64),
+      maxProcessesPerUser: integer(env, 'CAS_HELM_MAX_PROCESSES_PER_USER', 2, 1, 64),
+      timeoutSeconds: integer(env, 'CAS_HELM_TIMEOUT_SECONDS', 300, 5, 3600),
+      repoAllowLoopback: boolean(env, 'CAS_HELM_REPO_ALLOW_LOOPBACK', false),
+      repoCaFile: env.CAS_HELM_REPO_CA_FILE || undefined,
+    },
     audit: auditFrom(env),
     watch: watchFrom(env),
     listCache: {

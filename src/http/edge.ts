@@ -14,7 +14,7 @@ import { AuditService } from '../audit/audit.service.js';
 import { REFUSAL_BODY_CONFIG, type RefusalBody, registerAuthentication } from '../auth/auth.guard.js';
 import { CredentialsService } from '../auth/credentials.service.js';
 import { attachDrain } from '../common/drain.js';
-import { jsonBodyParser, textBodyParser, YAML_TYPES } from '../common/json-body.js';
+import { bytesBodyParser, GZIP_TYPES, jsonBodyParser, textBodyParser, YAML_TYPES } from '../common/json-body.js';
 import type { RouteFacts } from '../common/strict-input.js';
 import { kubeStatus } from '../kube/kube-status.js';
 import { RAW_BODY_CONFIG, RAW_BODY_ROUTES, rawBodyOnly, unlessRawBody } from '../kube/raw-body.js';
@@ -37,6 +37,8 @@ export const ADMIN_BODY_LIMIT = 1 * MIB;
 const RESOURCE_ROUTE = `/${API_PREFIX}/:resource`;
 /** Apply carries as much as a resource route's write: whole objects, up to 500 of them. */
 const APPLY_ROUTE = `/${API_PREFIX}/apply`;
+/** The Helm routes take chart archives (`application/gzip`) of up to 10 MiB. */
+const HELM_ROUTES = `/${API_PREFIX}/helm/`;
 /** Every media type read as JSON: plain JSON and the Kubernetes patch kinds. */
 const JSON_TYPES = [
   'application/json',
@@ -138,7 +140,9 @@ export class HttpEdge {
     const operations = operationTable(document);
     fastify.addHook('onRoute', (route) => {
       route.bodyLimit ??=
-        route.url.startsWith(RESOURCE_ROUTE) || route.url === APPLY_ROUTE ? RESOURCE_BODY_LIMIT : ADMIN_BODY_LIMIT;
+        route.url.startsWith(RESOURCE_ROUTE) || route.url === APPLY_ROUTE || route.url.startsWith(HELM_ROUTES)
+          ? RESOURCE_BODY_LIMIT
+          : ADMIN_BODY_LIMIT;
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       // Fastify's automatic HEAD route of a GET is the same operation.
       const method = methods[0] === 'HEAD' ? 'GET' : methods[0];
@@ -207,6 +211,15 @@ export class HttpEdge {
     fastify.removeAllContentTypeParsers();
     fastify.addContentTypeParser(JSON_TYPES, unlessRawBody(jsonBodyParser(limits.maxJsonDepth)));
     fastify.addContentTypeParser(YAML_TYPES, unlessRawBody(textBodyParser));
+    // Chart archives, on the Helm routes only; elsewhere a 415 as for any other type.
+    fastify.addContentTypeParser(
+      GZIP_TYPES,
+      unlessRawBody((request, payload, done) =>
+        request.routeOptions.url?.startsWith(HELM_ROUTES)
+          ? bytesBodyParser(request, payload, done)
+          : rawBodyOnly(request, payload, done),
+      ),
+    );
     // The Kubernetes API path passes every body on unread; elsewhere any other type is a 415.
     fastify.addContentTypeParser('*', rawBodyOnly);
 

@@ -18,6 +18,11 @@ export interface CacheOptions {
   tooLarge: (cache: ListCache, objects: number, bytes: number) => HttpException | null;
   /** Called once when the cache ends for good (its cluster went away, or it was dropped). */
   onEnd: (cache: ListCache) => void;
+  /**
+   * What is kept of each object, when not the object's JSON (the Helm release cache keeps a release's gzip and its
+   * decoded revision instead of the Secret): its `bytes` are what the caches' byte bound counts.
+   */
+  toEntry?: (object: Record<string, any>, type: EntryType) => Entry;
 }
 
 const MAX_MEMOS = 16;
@@ -121,6 +126,11 @@ export class ListCache implements ReflectorConsumer {
 
   get clusterName(): string {
     return this.reflector.cluster.name;
+  }
+
+  /** The entry of one object, if the cache holds it. */
+  get(namespace: string, name: string): Entry | undefined {
+    return this.entries.get(key(namespace, name));
   }
 
   /** Every stored entry, in no order (for `search`). */
@@ -250,8 +260,11 @@ export class ListCache implements ReflectorConsumer {
     first?: { namespace: string; name: string; rv: string };
   }> {
     const { cluster } = this.reflector;
-    const { path } = this.reflector.options;
-    const res = await cluster.send({ method: 'GET', path, query: new URLSearchParams({ limit: '1' }) });
+    const { path, fieldSelector } = this.reflector.options;
+    const query = new URLSearchParams({ limit: '1' });
+    // The collection as the loop selects it: its count must agree with the cache's.
+    if (fieldSelector) query.set('fieldSelector', fieldSelector);
+    const res = await cluster.send({ method: 'GET', path, query });
     const body = await cluster.read(res);
     if (res.statusCode !== 200) {
       throw refusalException(this.reflector, { statusCode: res.statusCode, contentType: '', body });
@@ -342,7 +355,7 @@ export class ListCache implements ReflectorConsumer {
   }
 
   private toEntry(object: Record<string, any>): Entry {
-    return toEntry(object, this.entryType);
+    return (this.options.toEntry ?? toEntry)(object, this.entryType);
   }
 
   /** One string per namespace name, however many objects it holds. */

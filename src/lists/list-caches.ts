@@ -11,7 +11,15 @@ import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { Reflectors } from '../watch/reflectors.js';
 import { apiVersionOf, resourceIdOf, resourcePath, type ResourceType } from '../k8s/resource-path.js';
-import { ListCache } from './list-cache.js';
+import { type CacheOptions, ListCache } from './list-cache.js';
+
+/** A cache of part of a collection, kept in a form of its own (see `ListCaches.cacheFor`). */
+export interface CacheView {
+  /** Tells the cache apart from the type's whole cache. */
+  name: string;
+  fieldSelector: string;
+  toEntry: NonNullable<CacheOptions['toEntry']>;
+}
 
 /** How often idle caches are dropped and the clusters of the others are looked up again. */
 const SWEEP_MS = 5_000;
@@ -49,17 +57,22 @@ export class ListCaches implements OnModuleDestroy {
     return this.bytes;
   }
 
-  /** The cache of this type on this cluster (its connection as it is now), started if need be. */
-  cacheFor(conn: ClusterConnection, type: ResourceType): ListCache {
+  /**
+   * The cache of this type on this cluster (its connection as it is now), started if need be. A `view` is a cache
+   * of part of the collection (as the cluster selects it with `fieldSelector`) kept in its own form (`toEntry`),
+   * under the same bounds: the Helm releases' storage Secrets.
+   */
+  cacheFor(conn: ClusterConnection, type: ResourceType, view?: CacheView): ListCache {
     const id = resourceIdOf(type);
-    const k = `${conn.clusterId}:${conn.generation}:${id}`;
+    const k = `${conn.clusterId}:${conn.generation}:${id}${view ? `:${view.name}` : ''}`;
     const found = this.caches.get(k);
     if (found && !found.ended) {
       found.usedAt = Date.now();
       return found;
     }
     const cache = new ListCache({
-      reflector: this.reflectors.loopFor(conn, resourcePath(type, null, null)),
+      reflector: this.reflectors.loopFor(conn, resourcePath(type, null, null), view?.fieldSelector),
+      toEntry: view?.toEntry,
       resourceId: id,
       apiVersion: apiVersionOf(type),
       kind: type.kind,

@@ -79,7 +79,7 @@ export interface Resolved {
 }
 
 /** The service's own top-level path names: a path under them that no route matched is simply unknown. */
-const OWN_PATHS = new Set(['admin', 'auth', 'metrics', 'apply']);
+const OWN_PATHS = new Set(['admin', 'auth', 'metrics', 'apply', 'helm']);
 const DEFAULT_DELETE_WAIT_SECONDS = 60;
 
 function query(values: object): URLSearchParams | undefined {

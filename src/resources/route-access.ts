@@ -10,7 +10,7 @@ import type { Caller } from '../access/caller.js';
 import { ALL_NAMESPACES, resourceIdOf } from '../k8s/resource-path.js';
 import { ResourcesService } from './resources.service.js';
 import { Authorizer, type Decision, type Verb } from '../access/authorizer.js';
-import { STATUS_SUFFIX } from '../access/rules.js';
+import { HELM_RELEASES, HELM_VERBS, STATUS_SUFFIX } from '../access/rules.js';
 
 /** One question as `can-i` takes it: `namespace` null (or `_all`) for lists across namespaces and cluster-scoped types. */
 export interface RouteQuestion {
@@ -53,6 +53,20 @@ export class RouteAccess {
       if (namespace !== ALL_NAMESPACES) return deny('metrics are queried for a whole cluster: ask without a namespace');
       if (verb !== 'get') return deny(`metrics are only read (verb get); there is no route to ${verb} them`);
       return this.authorizer.can(caller, { verb, cluster, resource: 'metrics', namespace: null });
+    }
+    if (question.resource === HELM_RELEASES) {
+      if (!HELM_VERBS.has(verb)) {
+        return deny(
+          `Helm releases are read with list and get and written with create, update and delete; there is no route to ${verb} them`,
+        );
+      }
+      if (namespace === ALL_NAMESPACES && verb !== 'list') return deny(`${verb} on Helm releases needs a namespace`);
+      return this.authorizer.can(caller, {
+        verb,
+        cluster,
+        resource: HELM_RELEASES,
+        namespace: namespace === ALL_NAMESPACES ? null : namespace,
+      });
     }
     const status = question.resource.endsWith(STATUS_SUFFIX);
     const resource = status ? question.resource.slice(0, -STATUS_SUFFIX.length) : question.resource;

@@ -48,6 +48,11 @@ const ORDER = [
   'patchSubresource',
   'applyResources',
 ];
+/**
+ * Helm's writes run the Helm CLI with a chart from a repository on the internet, or an archive Swagger UI cannot
+ * build: test/e2e/helm-writes.test.ts sends such requests against a chart repository of its own.
+ */
+const ELSEWHERE = new Set(['installHelmRelease', 'upgradeHelmRelease', 'rollbackHelmRelease']);
 /** Replaces whose example `resourceVersion` is not the object's: the cluster answers 409 after the service accepted it. */
 const STALE_REPLACES = new Set(['replaceResource', 'replaceSubresource']);
 
@@ -74,6 +79,7 @@ describe('every request example in openapi.json is accepted', () => {
         if (String(op.operationId).endsWith('KubernetesApi')) continue;
         for (const [contentType, media] of Object.entries<any>(op.requestBody?.content ?? {})) {
           assert.ok(media.example !== undefined, `${op.operationId} ${contentType} has an example`);
+          if (ELSEWHERE.has(op.operationId)) continue;
           examples.push({
             operationId: op.operationId,
             method: method.toUpperCase(),

@@ -99,6 +99,8 @@ describe('the README and docs/ snippets, run as written', () => {
     work = await mkdtemp(join(tmpdir(), 'cas-readme-'));
     // kubectl on PATH is the control plane's own version, whatever else the machine has.
     await symlink(kubectl, join(work, 'kubectl'));
+    // helm too, for the service's Helm routes (docs/HELM.md), when the suite has it (scripts/test.sh: HELM_BIN).
+    if (process.env.HELM_BIN) await symlink(process.env.HELM_BIN, join(work, 'helm'));
     env = { ...process.env, PATH: `${work}:${process.env.PATH}`, KUBECONFIG: cp.kubeconfigPath, HOME: work };
     delete env.CAS_METRICS_TOKEN;
 
@@ -222,6 +224,15 @@ describe('the README and docs/ snippets, run as written', () => {
       ],
       'docs/ROLES.md': ['"allowed":true', 'web'],
       'docs/SSO.md': ['"id":"password"'],
+      ...(process.env.HELM_BIN
+        ? {
+            'docs/HELM.md': [
+              '"name":"hello","revision":1,"status":"deployed"',
+              'ConfigMap/hello-settings: configured',
+              '"revision":3,"description":"Rollback to 1"',
+            ],
+          }
+        : {}),
       'docs/APPLY.md': ['ConfigMap/shop-settings: created', 'Secret/shop-credentials: created', 'password: "***"'],
     };
     const pages = [...new Set(of('after-first-steps').map((s) => s.file))];

@@ -93,6 +93,17 @@ const KUBE_OPERATION_IDS = [
 ];
 /** Issue 33: multi-document server-side apply (CONTRACT §14). */
 const APPLY_OPERATION_IDS = ['applyResources'];
+const HELM_OPERATION_IDS = [
+  'listHelmReleases',
+  'getHelmRelease',
+  'getHelmReleaseRevision',
+  'listHelmReleaseHistory',
+  'diffHelmRelease',
+  'installHelmRelease',
+  'upgradeHelmRelease',
+  'rollbackHelmRelease',
+  'uninstallHelmRelease',
+];
 const PUBLIC_OPERATIONS = new Set(['createSuperUser', 'login', ...HEALTH_OPERATION_IDS, ...SSO_OPERATION_IDS]);
 
 describe('OpenAPI document', () => {
@@ -129,6 +140,7 @@ describe('OpenAPI document', () => {
             ...SINGLE_GET_OPERATION_IDS,
             ...KUBE_OPERATION_IDS,
             ...APPLY_OPERATION_IDS,
+            ...HELM_OPERATION_IDS,
             ...TERMINAL_OPERATION_IDS,
           ].includes(op.operationId),
           `${label}: ${op.operationId}`,

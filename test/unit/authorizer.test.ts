@@ -20,6 +20,7 @@ const ROLES: Record<string, AccessRule[]> = {
   'node-admin': [{ clusters: ['b'], namespaces: ['*'], resources: ['nodes', 'metrics'], verbs: ['*'] }],
   empty: [],
   'shop-all': [{ clusters: ['a'], namespaces: ['shop'], resources: ['*'], verbs: ['*'] }],
+  'shop-helm': [{ clusters: ['a'], namespaces: ['shop'], resources: ['helmreleases'], verbs: ['list', 'get'] }],
   'shop-status': [{ clusters: ['a'], namespaces: ['shop'], resources: ['pods/status'], verbs: ['patch'] }],
 };
 
@@ -101,6 +102,15 @@ const cases: Case[] = [
   [['node-admin'], 'delete', 'b', 'nodes', null, true],
   [['node-admin'], 'get', 'b', 'metrics', 'shop', true],
   [['node-admin'], 'get', 'b', 'pods', 'shop', false],
+  // Helm releases are Secrets: only a rule naming them grants them
+  [['shop-all'], 'get', 'a', 'helmreleases', 'shop', false],
+  [['viewer'], 'list', 'a', 'helmreleases', null, false],
+  [['shop-helm'], 'list', 'a', 'helmreleases', 'shop', true],
+  [['shop-helm'], 'get', 'a', 'helmreleases', 'shop', true],
+  [['shop-helm'], 'update', 'a', 'helmreleases', 'shop', false],
+  [['shop-helm'], 'list', 'a', 'helmreleases', null, false],
+  [['shop-helm'], 'list', 'a', 'helmreleases', 'web', false],
+  [['admin'], 'delete', 'a', 'helmreleases', 'web', true],
   // rules of several roles add up
   [['shop-dev', 'secret-reader'], 'get', 'a', 'secrets', 'shop', true],
   [['shop-dev', 'secret-reader'], 'patch', 'a', 'pods', 'shop', true],

@@ -20,7 +20,7 @@ export class PermissionRuleDto {
   role: string;
   /** `*` stands for every namespace (needed for `_all` and cluster-scoped resources). */
   namespaces: string[];
-  /** `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`). */
+  /** `*` stands for every resource except `secrets`, `metrics`, `helmreleases` and status (`pods/status`). */
   resources: string[];
   verbs: string[];
 }
@@ -42,7 +42,7 @@ export class CanIDto {
 
   /**
    * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
-   * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
+   * (`deployments.apps`); `metrics` for the raw metrics routes; `helmreleases` for the Helm release routes; `<resource>/status` for the status
    * subresource (read with `get`, written with `update`/`patch`).
    */
   @ApiProperty({ maxLength: 253, example: 'deployments.apps' })

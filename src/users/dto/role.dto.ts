@@ -102,7 +102,7 @@ export class RoleRuleDto {
 
   @RuleList(
     'resources',
-    "Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics` and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name",
+    "Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics`, `helmreleases` (the Helm routes) and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name",
   )
   resources: string[];
 

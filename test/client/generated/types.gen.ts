@@ -4,6 +4,76 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
+export type PermissionRuleDto = {
+    /**
+     * The role the rule comes from.
+     */
+    role: string;
+    /**
+     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
+     */
+    namespaces: Array<string>;
+    /**
+     * `*` stands for every resource except `secrets`, `metrics`, `helmreleases` and status (`pods/status`).
+     */
+    resources: Array<string>;
+    verbs: Array<string>;
+};
+
+export type PermissionsDto = {
+    cluster: string;
+    /**
+     * The caller has the admin role: everything is allowed.
+     */
+    admin: boolean;
+    /**
+     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
+     */
+    rules: Array<PermissionRuleDto>;
+};
+
+export type ErrorResponseDto = {
+    /**
+     * The HTTP status code.
+     */
+    statusCode: number;
+    /**
+     * What went wrong; for validation errors, one string per problem, each naming the field.
+     */
+    message: string | Array<string>;
+    /**
+     * The HTTP reason phrase.
+     */
+    error: string;
+    /**
+     * The request's id, also sent in the `x-request-id` response header.
+     */
+    requestId: string;
+};
+
+export type CanIDto = {
+    cluster: string;
+    /**
+     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
+     * (`deployments.apps`); `metrics` for the raw metrics routes; `helmreleases` for the Helm release routes; `<resource>/status` for the status
+     * subresource (read with `get`, written with `update`/`patch`).
+     */
+    resource: string;
+    /**
+     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
+     */
+    namespace?: string | null;
+    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
+};
+
+export type DecisionDto = {
+    allowed: boolean;
+    /**
+     * Why: the granting role, or what is lacking (the message a refused route call gives).
+     */
+    reason: string;
+};
+
 export type CreateUserDto = {
     username: string;
     /**
@@ -46,25 +116,6 @@ export type UserDetailDto = {
      * Avatar image URL, or null.
      */
     avatar_url: string | null;
-};
-
-export type ErrorResponseDto = {
-    /**
-     * The HTTP status code.
-     */
-    statusCode: number;
-    /**
-     * What went wrong; for validation errors, one string per problem, each naming the field.
-     */
-    message: string | Array<string>;
-    /**
-     * The HTTP reason phrase.
-     */
-    error: string;
-    /**
-     * The request's id, also sent in the `x-request-id` response header.
-     */
-    requestId: string;
 };
 
 export type UserDto = {
@@ -155,7 +206,7 @@ export type RoleRuleDto = {
      */
     namespaces: Array<string>;
     /**
-     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics` and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name
+     * Resources as the routes name them (`configmaps`, `deployments.apps`), or '*' for every resource except `secrets`, `metrics`, `helmreleases` (the Helm routes) and status (`pods/status`, `deployments.apps/status`: writing an object's status needs `update`/`patch` on it), which a rule must name
      */
     resources: Array<string>;
     /**
@@ -482,24 +533,6 @@ export type AvailableClusterDto = {
     status: 'ok' | 'unreachable' | 'error' | 'disabled';
 };
 
-export type NamespaceReachDto = {
-    name: string;
-    /**
-     * The verbs the caller holds in the namespace on at least one resource type (`log` for pod logs;
-     * `exec`, `attach`, `portforward` for the terminal): what `can-i` and the routes would allow there
-     * for some type. Ask `can-i` or `api-resources?namespace=` for a type's own verbs.
-     */
-    verbs: Array<'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward'>;
-};
-
-export type ClusterNamespacesDto = {
-    cluster: string;
-    /**
-     * Sorted by name; a namespace where the caller holds nothing is left out.
-     */
-    namespaces: Array<NamespaceReachDto>;
-};
-
 export type LivenessDto = {
     /**
      * Always `ok` while the process serves requests
@@ -602,57 +635,6 @@ export type SearchResultDto = {
     total: number;
 };
 
-export type PermissionRuleDto = {
-    /**
-     * The role the rule comes from.
-     */
-    role: string;
-    /**
-     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
-     */
-    namespaces: Array<string>;
-    /**
-     * `*` stands for every resource except `secrets`, `metrics` and status (`pods/status`).
-     */
-    resources: Array<string>;
-    verbs: Array<string>;
-};
-
-export type PermissionsDto = {
-    cluster: string;
-    /**
-     * The caller has the admin role: everything is allowed.
-     */
-    admin: boolean;
-    /**
-     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
-     */
-    rules: Array<PermissionRuleDto>;
-};
-
-export type CanIDto = {
-    cluster: string;
-    /**
-     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
-     * (`deployments.apps`); `metrics` for the raw metrics routes; `<resource>/status` for the status
-     * subresource (read with `get`, written with `update`/`patch`).
-     */
-    resource: string;
-    /**
-     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
-     */
-    namespace?: string | null;
-    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
-};
-
-export type DecisionDto = {
-    allowed: boolean;
-    /**
-     * Why: the granting role, or what is lacking (the message a refused route call gives).
-     */
-    reason: string;
-};
-
 export type ApplyConflictDto = {
     /**
      * The manager that owns the field, as the cluster names it (`kubectl`, `cas:alice`).
@@ -703,6 +685,288 @@ export type ApplyResponseDto = {
      * One result per document, in the documents' order.
      */
     results: Array<ApplyResultDto>;
+};
+
+export type InstallHelmReleaseDto = {
+    /**
+     * The release's name: at most 53 lower-case letters, digits, `-` and `.`.
+     */
+    name: string;
+    /**
+     * The chart's name in the repository `repo`.
+     */
+    chart: string;
+    /**
+     * The chart's version (default: the repository's newest).
+     */
+    version?: string;
+    /**
+     * The chart repository: an https URL (its `index.yaml` is read).
+     */
+    repo: string;
+    /**
+     * The user-supplied values (an object), as `helm install -f` takes them.
+     */
+    values?: {
+        [key: string]: unknown;
+    };
+    /**
+     * `true`: render and diff against the live objects; nothing changes.
+     */
+    dryRun?: boolean;
+};
+
+export type UpgradeHelmReleaseDto = {
+    /**
+     * The chart's name in the repository `repo`; omitted: the chart of the release's latest revision.
+     */
+    chart?: string;
+    version?: string;
+    /**
+     * The chart repository (https), with `chart`.
+     */
+    repo?: string;
+    /**
+     * The user-supplied values (an object).
+     */
+    values?: {
+        [key: string]: unknown;
+    };
+    /**
+     * `true`: the last revision's values, with `values` merged over them (`helm upgrade --reuse-values`).
+     */
+    reuseValues?: boolean;
+    dryRun?: boolean;
+};
+
+export type HelmChartRefDto = {
+    name: string;
+    version: string;
+    /**
+     * '' when the chart names none.
+     */
+    appVersion: string;
+};
+
+export type HelmReleaseSummaryDto = {
+    name: string;
+    namespace: string;
+    revision: number;
+    /**
+     * Helm's status of the revision (`deployed`, `superseded`, `failed`, `uninstalled`, `pending-upgrade`, …).
+     */
+    status: string;
+    /**
+     * When the revision was last deployed (RFC 3339, as Helm stored it).
+     */
+    updated: string;
+    /**
+     * Helm's description of what was done (`Install complete`, `Upgrade complete`, `Rollback to 1`).
+     */
+    description: string;
+    chart: HelmChartRefDto;
+};
+
+export type HelmReleasePageDto = {
+    items: Array<HelmReleaseSummaryDto>;
+    /**
+     * Every match the caller may see.
+     */
+    total: number;
+    page: number;
+    size: number;
+};
+
+export type HelmChartDto = {
+    name: string;
+    version: string;
+    /**
+     * '' when the chart names none.
+     */
+    appVersion: string;
+    /**
+     * The chart's `Chart.yaml` as Helm stored it (`apiVersion`, `description`, `type`, `dependencies`, …).
+     */
+    metadata: {
+        [key: string]: unknown;
+    };
+};
+
+export type HelmReleaseInfoDto = {
+    firstDeployed: string;
+    lastDeployed: string;
+    /**
+     * '' unless the release was uninstalled with its history kept.
+     */
+    deleted: string;
+    status: string;
+    description: string;
+};
+
+export type HelmManifestObjectDto = {
+    apiVersion: string;
+    kind: string;
+    name: string;
+    /**
+     * '' when the manifest leaves it to the release's namespace (or the object is cluster-scoped).
+     */
+    namespace: string;
+    /**
+     * The chart's template it was rendered from.
+     */
+    source: string;
+};
+
+export type HelmHookRunDto = {
+    startedAt: string;
+    completedAt: string;
+    /**
+     * `Succeeded`, `Failed`, `Running`, or '' when it never ran.
+     */
+    phase: string;
+};
+
+export type HelmHookDto = {
+    name: string;
+    kind: string;
+    path: string;
+    events: Array<string>;
+    weight: number;
+    deletePolicies: Array<string>;
+    lastRun: HelmHookRunDto;
+};
+
+export type HelmReleaseDto = {
+    name: string;
+    namespace: string;
+    revision: number;
+    /**
+     * Helm's status of the revision (`deployed`, `superseded`, `failed`, `uninstalled`, `pending-upgrade`, …).
+     */
+    status: string;
+    /**
+     * When the revision was last deployed (RFC 3339, as Helm stored it).
+     */
+    updated: string;
+    /**
+     * Helm's description of what was done (`Install complete`, `Upgrade complete`, `Rollback to 1`).
+     */
+    description: string;
+    chart: HelmChartDto;
+    info: HelmReleaseInfoDto;
+    /**
+     * The user-supplied values (`helm get values`).
+     */
+    values: {
+        [key: string]: unknown;
+    };
+    /**
+     * The values the revision was rendered with: the chart's defaults under the user's (`helm get values --all`).
+     */
+    computedValues: {
+        [key: string]: unknown;
+    };
+    /**
+     * The rendered manifest (`helm get manifest`), Secrets included: reading a release is reading Secrets.
+     */
+    manifest: string;
+    /**
+     * Each object of the manifest.
+     */
+    objects: Array<HelmManifestObjectDto>;
+    /**
+     * The chart's rendered notes (`helm get notes`).
+     */
+    notes: string;
+    hooks: Array<HelmHookDto>;
+};
+
+export type HelmHistoryDto = {
+    /**
+     * Every revision Helm keeps, newest first.
+     */
+    items: Array<HelmReleaseSummaryDto>;
+};
+
+export type HelmObjectDiffDto = {
+    apiVersion: string;
+    kind: string;
+    name: string;
+    namespace: string;
+    change: 'added' | 'removed' | 'changed';
+    /**
+     * A unified diff of the object as YAML; a Secret's values shown as `***` (`*** (changed)` where they differ).
+     */
+    diff: string;
+};
+
+export type HelmDiffDto = {
+    from: number;
+    to: number;
+    /**
+     * The objects added, removed or changed, in the order of the later manifest (removed ones last).
+     */
+    objects: Array<HelmObjectDiffDto>;
+    /**
+     * How many objects are the same in both.
+     */
+    unchanged: number;
+    /**
+     * A unified diff of the user-supplied values as YAML ('' when equal).
+     */
+    values: string;
+};
+
+export type HelmChangeDto = {
+    apiVersion: string | null;
+    kind: string | null;
+    namespace: string | null;
+    name: string | null;
+    /**
+     * `created`, `configured`, `unchanged` (as apply says), `removed`, or `error` (the cluster's refusal, in `diff`).
+     */
+    action: string;
+    /**
+     * A unified diff of the live object and what it would become; a Secret's values are `***`.
+     */
+    diff: string;
+};
+
+export type HelmOperationDto = {
+    operation: 'install' | 'upgrade' | 'rollback' | 'uninstall';
+    dryRun: boolean;
+    /**
+     * The revision made (or, in a dry run, the one that would be); null when uninstalled without history.
+     */
+    release: HelmReleaseSummaryDto | null;
+    /**
+     * The rendered notes.
+     */
+    notes: string;
+    /**
+     * Dry run: the rendered manifest ('' otherwise).
+     */
+    manifest: string;
+    /**
+     * Dry run: each object against the live one (server-side dry run, as apply shows it).
+     */
+    changes: Array<HelmChangeDto>;
+};
+
+export type RollbackHelmReleaseDto = {
+    /**
+     * The revision to roll back to.
+     */
+    revision: number;
+    dryRun?: boolean;
+    /**
+     * Wait until the objects are ready (`helm rollback --wait`).
+     */
+    wait?: boolean;
+    /**
+     * With `wait`: how long (default 300, at most CAS_HELM_TIMEOUT_SECONDS).
+     */
+    timeoutSeconds?: number;
 };
 
 export type PrometheusResponseDto = {
@@ -1062,6 +1326,103 @@ export type LoginDtoWritable = {
     username: string;
     password: string;
 };
+
+export type GetMyPermissionsData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * The cluster, as sent in `x-cluster-name`.
+         */
+        cluster: string;
+    };
+    url: '/api/v1/auth/me/permissions';
+};
+
+export type GetMyPermissionsErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
+
+export type GetMyPermissionsResponses = {
+    200: PermissionsDto;
+};
+
+export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
+
+export type CheckPermissionData = {
+    body: CanIDto;
+    path?: never;
+    query?: never;
+    url: '/api/v1/auth/can-i';
+};
+
+export type CheckPermissionErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
+
+export type CheckPermissionResponses = {
+    200: DecisionDto;
+};
+
+export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
 
 export type CreateSuperUserData = {
     body: CreateUserDtoWritable;
@@ -2729,65 +3090,6 @@ export type ListAvailableClustersResponses = {
 
 export type ListAvailableClustersResponse = ListAvailableClustersResponses[keyof ListAvailableClustersResponses];
 
-export type ListClusterNamespacesData = {
-    body?: never;
-    path: {
-        /**
-         * Name of the cluster
-         */
-        name: string;
-    };
-    query?: never;
-    url: '/api/v1/clusters/{name}/namespaces';
-};
-
-export type ListClusterNamespacesErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * Conflicts with the current state
-     */
-    409: ErrorResponseDto;
-    /**
-     * A path segment is too long
-     */
-    414: ErrorResponseDto;
-    /**
-     * The cluster could not be reached or broke the connection
-     */
-    502: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-    /**
-     * The cluster did not answer in time
-     */
-    504: ErrorResponseDto;
-};
-
-export type ListClusterNamespacesError = ListClusterNamespacesErrors[keyof ListClusterNamespacesErrors];
-
-export type ListClusterNamespacesResponses = {
-    200: ClusterNamespacesDto;
-};
-
-export type ListClusterNamespacesResponse = ListClusterNamespacesResponses[keyof ListClusterNamespacesResponses];
-
 export type GetHealthData = {
     body?: never;
     path?: never;
@@ -3015,10 +3317,6 @@ export type ListResourcesErrors = {
      */
     404: ErrorResponseDto | KubernetesStatus;
     /**
-     * `Accept` names no media type the route answers in (the message names those it does), or the answer is too large to write in the one asked for (from the service: its error; from the cluster: its `Status`)
-     */
-    406: ErrorResponseDto | KubernetesStatus;
-    /**
      * Conflicts with the current state (from the service: its error; from the cluster: its `Status`)
      */
     409: ErrorResponseDto | KubernetesStatus;
@@ -3056,7 +3354,7 @@ export type ListResourcesError = ListResourcesErrors[keyof ListResourcesErrors];
 
 export type ListResourcesResponses = {
     /**
-     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`); as YAML with `Accept: application/yaml`.
+     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`).
      *
      * With `watch=true` the answer is a stream of watch events instead, each `{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {…}}` exactly as the cluster sends it (ERROR carries the cluster's `Status`; 410 means list again): one JSON object per line as `application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
@@ -3436,10 +3734,6 @@ export type GetResourceErrors = {
      */
     404: ErrorResponseDto | KubernetesStatus;
     /**
-     * `Accept` names no media type the route answers in (the message names those it does), or the answer is too large to write in the one asked for (from the service: its error; from the cluster: its `Status`)
-     */
-    406: ErrorResponseDto | KubernetesStatus;
-    /**
      * Conflicts with the current state (from the service: its error; from the cluster: its `Status`)
      */
     409: ErrorResponseDto | KubernetesStatus;
@@ -3473,7 +3767,7 @@ export type GetResourceError = GetResourceErrors[keyof GetResourceErrors];
 
 export type GetResourceResponses = {
     /**
-     * The object; as YAML with `Accept: application/yaml`
+     * The object
      */
     200: KubernetesObject;
 };
@@ -3591,7 +3885,7 @@ export type PatchResourceError = PatchResourceErrors[keyof PatchResourceErrors];
 
 export type PatchResourceResponses = {
     /**
-     * The patched object. With `dryRun=All` and `Accept: text/x-diff`: nothing is stored, and the answer is the unified diff of the object before and after as YAML, as `POST /api/v1/apply` shows it (empty when nothing would change; without `managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`; a Secret's values `***`)
+     * The patched object
      */
     200: KubernetesObject;
     /**
@@ -3699,7 +3993,7 @@ export type ReplaceResourceError = ReplaceResourceErrors[keyof ReplaceResourceEr
 
 export type ReplaceResourceResponses = {
     /**
-     * The updated object. With `dryRun=All` and `Accept: text/x-diff`: nothing is stored, and the answer is the unified diff of the object before and after as YAML, as `POST /api/v1/apply` shows it (empty when nothing would change; without `managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`; a Secret's values `***`)
+     * The updated object
      */
     200: KubernetesObject;
 };
@@ -4323,103 +4617,6 @@ export type SearchResourcesResponses = {
 
 export type SearchResourcesResponse = SearchResourcesResponses[keyof SearchResourcesResponses];
 
-export type GetMyPermissionsData = {
-    body?: never;
-    path?: never;
-    query: {
-        /**
-         * The cluster, as sent in `x-cluster-name`.
-         */
-        cluster: string;
-    };
-    url: '/api/v1/auth/me/permissions';
-};
-
-export type GetMyPermissionsErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-};
-
-export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
-
-export type GetMyPermissionsResponses = {
-    200: PermissionsDto;
-};
-
-export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
-
-export type CheckPermissionData = {
-    body: CanIDto;
-    path?: never;
-    query?: never;
-    url: '/api/v1/auth/can-i';
-};
-
-export type CheckPermissionErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
-     */
-    413: ErrorResponseDto;
-    /**
-     * Unsupported request content type (send `application/json`)
-     */
-    415: ErrorResponseDto;
-    /**
-     * The cluster could not be reached or broke the connection
-     */
-    502: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-    /**
-     * The cluster did not answer in time
-     */
-    504: ErrorResponseDto;
-};
-
-export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
-
-export type CheckPermissionResponses = {
-    200: DecisionDto;
-};
-
-export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
-
 export type ApplyResourcesData = {
     /**
      * At most 500 documents and 10 MiB: a YAML stream (`---` between documents) as `application/yaml`, or JSON as `application/json`: one object, an array of objects, or a `List` (its `items` are applied).
@@ -4528,6 +4725,785 @@ export type ApplyResourcesResponses = {
 };
 
 export type ApplyResourcesResponse = ApplyResourcesResponses[keyof ApplyResourcesResponses];
+
+export type ListHelmReleasesData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace, or `_all` for every namespace the caller may read
+         */
+        namespace: string;
+    };
+    query?: {
+        /**
+         * The page to answer, from 1.
+         */
+        page?: number;
+        /**
+         * Releases per page (default 50).
+         */
+        size?: number;
+        /**
+         * What to sort by (default `name`); ties are broken by namespace, then name. `updated` is the last deployment.
+         */
+        sortBy?: 'name' | 'namespace' | 'updated' | 'status' | 'chart';
+        /**
+         * `asc` (default) or `desc`.
+         */
+        sortOrder?: 'asc' | 'desc';
+        /**
+         * A case-insensitive substring of the release's name or its chart's name.
+         */
+        search?: string;
+        /**
+         * Only releases whose latest revision has this status.
+         */
+        status?: 'unknown' | 'deployed' | 'uninstalled' | 'superseded' | 'failed' | 'uninstalling' | 'pending-install' | 'pending-upgrade' | 'pending-rollback';
+    };
+    url: '/api/v1/helm/releases/{namespace}';
+};
+
+export type ListHelmReleasesErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ListHelmReleasesError = ListHelmReleasesErrors[keyof ListHelmReleasesErrors];
+
+export type ListHelmReleasesResponses = {
+    200: HelmReleasePageDto;
+};
+
+export type ListHelmReleasesResponse = ListHelmReleasesResponses[keyof ListHelmReleasesResponses];
+
+export type InstallHelmReleaseData = {
+    /**
+     * JSON, or a chart archive (`helm package`'s .tgz, at most 10 MiB: 413 beyond) as `application/gzip` with `name`, `values`, `dryRun` (and `reuseValues`) in the query.
+     */
+    body?: InstallHelmReleaseDto | Blob | File;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+    };
+    query?: {
+        /**
+         * Install with an archive: the release's name.
+         */
+        name?: string;
+        /**
+         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart).
+         */
+        values?: string;
+        /**
+         * With an archive: `true` renders and diffs against the live objects; nothing changes.
+         */
+        dryRun?: boolean;
+        /**
+         * Upgrade with an archive: `true` keeps the release's last values, merged with `values`.
+         */
+        reuseValues?: boolean;
+    };
+    url: '/api/v1/helm/releases/{namespace}';
+};
+
+export type InstallHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type InstallHelmReleaseError = InstallHelmReleaseErrors[keyof InstallHelmReleaseErrors];
+
+export type InstallHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type InstallHelmReleaseResponse = InstallHelmReleaseResponses[keyof InstallHelmReleaseResponses];
+
+export type UninstallHelmReleaseData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * `true`: keep the release's history (status `uninstalled`), as `helm uninstall --keep-history`.
+         */
+        keepHistory?: boolean;
+        /**
+         * `true`: list what would be removed; nothing changes.
+         */
+        dryRun?: boolean;
+    };
+    url: '/api/v1/helm/releases/{namespace}/{name}';
+};
+
+export type UninstallHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type UninstallHelmReleaseError = UninstallHelmReleaseErrors[keyof UninstallHelmReleaseErrors];
+
+export type UninstallHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type UninstallHelmReleaseResponse = UninstallHelmReleaseResponses[keyof UninstallHelmReleaseResponses];
+
+export type GetHelmReleaseData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}';
+};
+
+export type GetHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type GetHelmReleaseError = GetHelmReleaseErrors[keyof GetHelmReleaseErrors];
+
+export type GetHelmReleaseResponses = {
+    200: HelmReleaseDto;
+};
+
+export type GetHelmReleaseResponse = GetHelmReleaseResponses[keyof GetHelmReleaseResponses];
+
+export type UpgradeHelmReleaseData = {
+    /**
+     * JSON, or a chart archive (`helm package`'s .tgz, at most 10 MiB: 413 beyond) as `application/gzip` with `name`, `values`, `dryRun` (and `reuseValues`) in the query.
+     */
+    body?: UpgradeHelmReleaseDto | Blob | File;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * Install with an archive: the release's name.
+         */
+        name?: string;
+        /**
+         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart).
+         */
+        values?: string;
+        /**
+         * With an archive: `true` renders and diffs against the live objects; nothing changes.
+         */
+        dryRun?: boolean;
+        /**
+         * Upgrade with an archive: `true` keeps the release's last values, merged with `values`.
+         */
+        reuseValues?: boolean;
+    };
+    url: '/api/v1/helm/releases/{namespace}/{name}';
+};
+
+export type UpgradeHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type UpgradeHelmReleaseError = UpgradeHelmReleaseErrors[keyof UpgradeHelmReleaseErrors];
+
+export type UpgradeHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type UpgradeHelmReleaseResponse = UpgradeHelmReleaseResponses[keyof UpgradeHelmReleaseResponses];
+
+export type GetHelmReleaseRevisionData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+        revision: number;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}/revisions/{revision}';
+};
+
+export type GetHelmReleaseRevisionErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type GetHelmReleaseRevisionError = GetHelmReleaseRevisionErrors[keyof GetHelmReleaseRevisionErrors];
+
+export type GetHelmReleaseRevisionResponses = {
+    200: HelmReleaseDto;
+};
+
+export type GetHelmReleaseRevisionResponse = GetHelmReleaseRevisionResponses[keyof GetHelmReleaseRevisionResponses];
+
+export type ListHelmReleaseHistoryData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}/history';
+};
+
+export type ListHelmReleaseHistoryErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ListHelmReleaseHistoryError = ListHelmReleaseHistoryErrors[keyof ListHelmReleaseHistoryErrors];
+
+export type ListHelmReleaseHistoryResponses = {
+    200: HelmHistoryDto;
+};
+
+export type ListHelmReleaseHistoryResponse = ListHelmReleaseHistoryResponses[keyof ListHelmReleaseHistoryResponses];
+
+export type DiffHelmReleaseData = {
+    body?: never;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: {
+        /**
+         * The earlier revision (default: the one before `to`).
+         */
+        from?: number;
+        /**
+         * The later revision (default: the latest).
+         */
+        to?: number;
+    };
+    url: '/api/v1/helm/releases/{namespace}/{name}/diff';
+};
+
+export type DiffHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type DiffHelmReleaseError = DiffHelmReleaseErrors[keyof DiffHelmReleaseErrors];
+
+export type DiffHelmReleaseResponses = {
+    200: HelmDiffDto;
+};
+
+export type DiffHelmReleaseResponse = DiffHelmReleaseResponses[keyof DiffHelmReleaseResponses];
+
+export type RollbackHelmReleaseData = {
+    body: RollbackHelmReleaseDto;
+    headers: {
+        /**
+         * Name of the target cluster
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * The namespace
+         */
+        namespace: string;
+        /**
+         * The release
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/helm/releases/{namespace}/{name}/rollback';
+};
+
+export type RollbackHelmReleaseErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller's rules do not allow it, or Helm failed with the cluster's Forbidden for an object of the chart
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * Helm refused or failed (its message)
+     */
+    422: ErrorResponseDto;
+    /**
+     * Too many Helm operations of this user (CAS_HELM_MAX_PROCESSES_PER_USER) or replica (CAS_HELM_MAX_PROCESSES)
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * No Helm binary (CAS_HELM_BINARY), or the service is shutting down
+     */
+    503: ErrorResponseDto;
+    /**
+     * Helm did not finish within CAS_HELM_TIMEOUT_SECONDS (its process was stopped)
+     */
+    504: ErrorResponseDto;
+};
+
+export type RollbackHelmReleaseError = RollbackHelmReleaseErrors[keyof RollbackHelmReleaseErrors];
+
+export type RollbackHelmReleaseResponses = {
+    200: HelmOperationDto;
+};
+
+export type RollbackHelmReleaseResponse = RollbackHelmReleaseResponses[keyof RollbackHelmReleaseResponses];
 
 export type QueryMetricsData = {
     body?: never;
@@ -5093,20 +6069,6 @@ export type ListAuditEventsData = {
          * Only resource calls to this cluster (by name).
          */
         cluster?: string;
-        resource?: string;
-        /**
-         * Only resource calls in this namespace (`_all` for cluster-scoped objects and lists across namespaces).
-         */
-        namespace?: string;
-        /**
-         * Only resource calls on the object of this name; with `cluster`, `resource` and `namespace`, one object's history.
-         */
-        name?: string;
-        /**
-         * Only events that ended with one of these statuses, comma-separated: an exact code (`404`) or a class
-         * (`4xx`); at most 10. `403,5xx`: refusals and the service's or the cluster's failures.
-         */
-        status?: string;
         /**
          * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset).
          */
