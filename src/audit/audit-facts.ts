@@ -29,6 +29,12 @@ export interface AuditFacts {
    * target and the cluster's status for it, in place of the request's one row. Never a document's body.
    */
   documents?: AuditedDocument[];
+  /**
+   * The cluster object a route acts on when its path does not name it as the resource routes do (the debug
+   * route: `pods/ephemeralcontainers` of a pod), and what the row's `detail` says of the call (image, target).
+   */
+  object?: { cluster: string; resource: string; namespace: string | null; name: string | null };
+  detail?: Record<string, unknown>;
   /** Overrides the target the route's path gives. */
   target?: { kind: string; id: string | null };
   /** The cluster's answer to a resource write (bounded), read once the response is sent for uid and resourceVersion. */

@@ -100,7 +100,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
 
   const params = (request.params ?? {}) as Record<string, unknown>;
   const url = request.routeOptions.url ?? '';
-  const kube = facts.kube;
+  const kube = facts.kube ?? facts.object;
   const isResourceRoute = typeof params.resource === 'string' || kube !== undefined;
   const header = request.headers['x-cluster-name'];
   const ok = statusCode >= 200 && statusCode < 300;
@@ -117,7 +117,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     actorName: name,
     actorKey: name?.toLowerCase() ?? null,
     clientAddress: clip(request.ip, 64),
-    operation: (kube?.verb ? kubeOperation(kube.verb) : operation).slice(0, 64),
+    operation: (facts.kube?.verb ? kubeOperation(facts.kube.verb) : operation).slice(0, 64),
     method: request.method.slice(0, 8),
     statusCode,
     requestId: String(request.id).slice(0, 128),
@@ -134,7 +134,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     uid: version.uid,
     resourceVersion: version.resourceVersion,
     count: 1,
-    detail: isDryRun(request) ? DRY_RUN_DETAIL : null,
+    detail: facts.detail ? JSON.stringify(facts.detail) : isDryRun(request) ? DRY_RUN_DETAIL : null,
   };
 }
 

@@ -687,6 +687,9 @@ async function startIn(
             `--kubelet-client-certificate=${certs.kubeletClientCert}`,
             `--kubelet-client-key=${certs.kubeletClientKey}`,
             '--kubelet-preferred-address-types=InternalIP',
+            // ephemeral (debug) containers are alpha in v1.20: the pods/ephemeralcontainers subresource
+            // and their exec/attach exist only behind the gate (docs/TERMINAL.md, debugging)
+            '--feature-gates=EphemeralContainers=true',
             '--profiling=false',
           ],
           join(dir, 'kube-apiserver.log'),
