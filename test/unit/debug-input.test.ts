@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import { Authorizer } from '../../src/access/authorizer.js';
 import type { Caller } from '../../src/auth/caller.js';
 import { commandProblem, containerNameProblem, ephemeralApiOf, imageProblem } from '../../src/debug/debug-input.js';
+import { DebugService } from '../../src/debug/debug.service.js';
 import { kubeAccessOf } from '../../src/kube/kube-access.js';
 import { parseRequestInfo } from '../../src/k8s/request-info.js';
 
@@ -133,5 +134,89 @@ describe('the debugging grants', () => {
       kind: 'resource',
       request: { verb: 'get', cluster: 'a', resource: 'pods', namespace: 'shop' },
     });
+  });
+});
+
+/**
+ * The debug route's choice by the cluster's version, against a stand-in of the service's own client seam
+ * (a real apiserver cannot be made to report v1.15 or v1.30: the e2e tests cover v1.20 end to end).
+ */
+describe('the debug route by cluster version', () => {
+  const admin: Caller = {
+    kind: 'user',
+    id: 1,
+    name: 'root',
+    roles: ['admin'],
+    isAdmin: true,
+    rules: [],
+    userId: 1,
+    userName: 'root',
+    keyExpiresAt: null,
+    sessionId: null,
+  };
+  function cluster(version: { major: string; minor: string; gitVersion: string }) {
+    const calls: Array<{ method: string; path: string; contentType?: string; body?: string }> = [];
+    let added: unknown;
+    const client = {
+      target: "cluster 'old'",
+      send: async (call: { method: string; path: string; contentType?: string; body?: Buffer }) => {
+        calls.push({ ...call, body: call.body?.toString('utf8') });
+        let answer: [number, unknown];
+        if (call.path === '/version') answer = [200, version];
+        else if (call.method === 'PATCH') {
+          added = JSON.parse(call.body!.toString('utf8'));
+          answer = [200, {}];
+        } else {
+          answer = [
+            200,
+            {
+              spec: { containers: [{ name: 'app' }] },
+              status: added ? { ephemeralContainerStatuses: [{ name: 'dbg', state: { running: {} } }] } : {},
+            },
+          ];
+        }
+        return { statusCode: answer[0], body: Buffer.from(JSON.stringify(answer[1])) };
+      },
+      read: async (res: { body: Buffer }) => res.body,
+    };
+    const gateway = { clientFor: async () => client };
+    const config = { debug: { startMs: 1000 } } as never;
+    return { service: new DebugService(config, new Authorizer(), gateway as never), calls };
+  }
+  const add = (service: DebugService) =>
+    service.addDebugContainer(
+      admin,
+      'old',
+      'shop',
+      'web-0',
+      { image: 'busybox', name: 'dbg', target: 'app' },
+      () => {},
+    );
+
+  test('v1.15: 409 naming the version, and nothing is sent but /version', async () => {
+    const { service, calls } = cluster({ major: '1', minor: '15', gitVersion: 'v1.15.12' });
+    await assert.rejects(add(service), (error: Error & { getStatus(): number }) => {
+      assert.equal(error.getStatus(), 409);
+      assert.match(error.message, /runs Kubernetes v1\.15\.12, which has no ephemeral containers/);
+      return true;
+    });
+    assert.deepEqual(
+      calls.map((c) => c.path),
+      ['/version'],
+    );
+  });
+
+  test('v1.30: a strategic merge patch of the Pod; v1.20: a JSON patch of EphemeralContainers', async () => {
+    const modern = cluster({ major: '1', minor: '30', gitVersion: 'v1.30.1' });
+    assert.equal((await add(modern.service)).api, 'Pod');
+    const patch = modern.calls.find((c) => c.method === 'PATCH')!;
+    assert.equal(patch.path, '/api/v1/namespaces/shop/pods/web-0/ephemeralcontainers');
+    assert.equal(patch.contentType, 'application/strategic-merge-patch+json');
+    assert.equal(JSON.parse(patch.body!).spec.ephemeralContainers[0].targetContainerName, 'app');
+    const alpha = cluster({ major: '1', minor: '20', gitVersion: 'v1.20.2' });
+    assert.equal((await add(alpha.service)).api, 'EphemeralContainers');
+    const json = alpha.calls.find((c) => c.method === 'PATCH')!;
+    assert.equal(json.contentType, 'application/json-patch+json');
+    assert.equal(JSON.parse(json.body!)[0].path, '/ephemeralContainers/-');
   });
 });
