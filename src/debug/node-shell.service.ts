@@ -206,7 +206,11 @@ export class NodeShellService implements OnModuleInit, OnModuleDestroy {
       if (found.status !== 200) throw refusedBy(service, found, `reading node '${node}'`);
       if (o.socket.destroyed) return ticket.release();
       (o.req as ChosenRequest)[CHOSEN] = protocol;
+      // A client upgrade that does not complete (the client left) gives its slot back.
+      const abandoned = () => ticket.release();
+      o.socket.once('close', abandoned);
       this.wss.handleUpgrade(o.req, o.socket, o.head, (ws) => {
+        o.socket.removeListener('close', abandoned);
         void this.run({ ws, protocol, conn, access, ticket, node, namespace, audited, secret: o.secret });
       });
     } catch (error) {
