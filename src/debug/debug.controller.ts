@@ -91,6 +91,7 @@ export class DebugController {
       "<token, base64url without padding>`, or the session cookie (only from the service's own origin or `CORS_ORIGINS`). " +
       'The pod is created after the upgrade: a failure to start it (`ErrImagePull: …`) ends the session with a Status on channel 3.',
   })
+  @ApiResponse({ status: 200, description: 'Never sent: the route answers the upgrade (101) or an error' })
   @ApiErrors(400, 401, 403, 404, 429, 502, 504)
   nodeShell(): never {
     throw new BadRequestException([

@@ -6023,3 +6023,10 @@ export type NodeShellErrors = {
 };
 
 export type NodeShellError = NodeShellErrors[keyof NodeShellErrors];
+
+export type NodeShellResponses = {
+    /**
+     * Never sent: the route answers the upgrade (101) or an error
+     */
+    200: unknown;
+};
