@@ -178,12 +178,15 @@ describe('debug containers: added to the pod, run by the kubelet, attached throu
       assert.equal(res.status, 403, res.text);
       assert.match(res.body.message, /pods\/ephemeralcontainers/);
     }
-    const refused = await request(app.t.app, 'GET', '/api/v1/admin/audit', {
-      token: app.admin,
-      query: { operation: 'debugPod', size: '100' },
+    // Both refusals are audited with what was asked (rows are written a moment after the answer).
+    await waitFor('the refused rows', async () => {
+      const refused = await request(app.t.app, 'GET', '/api/v1/admin/audit', {
+        token: app.admin,
+        query: { operation: 'debugPod', size: '100' },
+      });
+      const rows = (refused.body.events as any[]).filter((e) => e.statusCode === 403);
+      return rows.length >= 2 && rows.every((e) => e.detail?.image === 'busybox:1.36' && e.detail?.target === 'app');
     });
-    const rows = (refused.body.events as any[]).filter((e) => e.statusCode === 403);
-    assert.ok(rows.length >= 2 && rows.every((e) => e.detail?.image === 'busybox:1.36' && e.detail?.target === 'app'));
     assert.equal((await ephemeral()).length, count, 'nothing was added');
   });
 
@@ -221,5 +224,15 @@ describe('debug containers: added to the pod, run by the kubelet, attached throu
       res.body.message,
       /debug container 'dbg-unpullable' .* cannot start: ErrImagePull: .*no-such-debugger/,
     );
+  });
+
+  test('node shells are off unless CAS_NODE_SHELL_NAMESPACE is set: 404 saying so', async () => {
+    const refused = await openTerminal(
+      `${app.base.replace(/^http/, 'ws')}/api/v1/nodes/_all/${nodeName}/shell?cluster=alpha`,
+      { headers: { authorization: `Bearer ${app.admin}` } },
+    );
+    assert.ok(!refused.ok);
+    assert.equal(refused.status, 404);
+    assert.match(JSON.parse(refused.body).message, /node shells are off .*CAS_NODE_SHELL_NAMESPACE/);
   });
 });
