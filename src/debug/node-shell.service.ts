@@ -401,7 +401,7 @@ export class NodeShellService implements OnModuleInit, OnModuleDestroy {
     });
     if (created.status !== 201) {
       const refused = refusedBy(client, created, `creating the shell pod in namespace '${namespace}'`);
-      throw new Ended(refused.getStatus(), 'Forbidden', refused.message);
+      throw new Ended(refused.getStatus(), reasonOf(refused.getStatus()), refused.message);
     }
     return String(created.body?.metadata?.name);
   }
@@ -416,7 +416,7 @@ export class NodeShellService implements OnModuleInit, OnModuleDestroy {
       const answer = await callJson(client, { method: 'GET', path });
       if (answer.status !== 200) {
         const refused = refusedBy(client, answer, `reading the shell pod '${pod}'`);
-        throw new Ended(refused.getStatus(), 'BadGateway', refused.message);
+        throw new Ended(refused.getStatus(), reasonOf(refused.getStatus()), refused.message);
       }
       const status = answer.body?.status;
       const container = Array.isArray(status?.containerStatuses) ? status.containerStatuses[0] : undefined;
@@ -554,10 +554,26 @@ interface Audited {
 function toEnded(error: unknown, logger: Logger): Ended {
   if (error instanceof Ended) return error;
   if (error instanceof HttpException) {
-    return new Ended(error.getStatus(), 'InternalError', error.message);
+    return new Ended(error.getStatus(), reasonOf(error.getStatus()), error.message);
   }
   logger.error(`a node shell failed: ${(error as Error)?.stack ?? String(error)}`);
   return new Ended(500, 'InternalError', 'the node shell failed');
+}
+
+/** A Status reason for a status code (what kubectl and client-go print beside the message). */
+function reasonOf(code: number): string {
+  const reasons: Record<number, string> = {
+    400: 'BadRequest',
+    401: 'Unauthorized',
+    403: 'Forbidden',
+    404: 'NotFound',
+    409: 'Conflict',
+    422: 'Invalid',
+    429: 'TooManyRequests',
+    503: 'ServiceUnavailable',
+    504: 'Timeout',
+  };
+  return reasons[code] ?? (code >= 500 ? 'BadGateway' : 'BadRequest');
 }
 
 /** A close reason is at most 123 bytes. */
