@@ -131,6 +131,7 @@ export const REQUEST_EXAMPLES: Record<string, unknown> = {
   },
   upgradeHelmRelease: { values: { replicaCount: 3 }, reuseValues: true, dryRun: true },
   rollbackHelmRelease: { revision: 1, dryRun: true },
+  debugPod: { image: 'busybox:1.36', target: 'app' },
   patchSubresource: patchExamples({ spec: { replicas: 2 } }, [{ op: 'replace', path: '/spec/replicas', value: 2 }], {
     apiVersion: 'autoscaling/v1',
     kind: 'Scale',
@@ -216,6 +217,16 @@ export const RESPONSE_EXAMPLES: Record<string, unknown> = {
   getSubresource: SCALE,
   replaceSubresource: SCALE,
   patchSubresource: SCALE,
+  debugPod: {
+    name: 'debugger-x7k2p',
+    image: 'busybox:1.36',
+    target: 'app',
+    pod: 'web-0',
+    namespace: 'default',
+    cluster: EXAMPLE_CLUSTER,
+    api: 'EphemeralContainers',
+    attach: '/api/v1/pods/default/web-0/attach?container=debugger-x7k2p&stdin=true&stdout=true&tty=true',
+  },
   applyResources: {
     results: [
       {

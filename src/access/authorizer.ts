@@ -8,6 +8,7 @@ import {
   coversVerb,
   type GrantedRule,
   isNamedOnly,
+  NAMED_ONLY_SUBRESOURCES,
   NAMED_ONLY_VERBS,
   type Verb,
 } from './rules.js';
@@ -66,7 +67,7 @@ export class Authorizer {
     const granting = rules.find(
       (r) =>
         coversName(r.clusters, request.cluster) &&
-        coversVerb(r.verbs, request.verb) &&
+        coversVerb(r.verbs, request.verb, request.resource) &&
         coversResource(r.resources, request.resource) &&
         coversNamespace(r.namespaces, request.namespace),
     );
@@ -172,8 +173,13 @@ export class Authorizer {
     const { verb, cluster, resource, namespace } = request;
     const onCluster = rules.filter((r) => coversName(r.clusters, cluster));
     if (onCluster.length === 0) return `your roles grant nothing on cluster '${cluster}'`;
-    const forAction = onCluster.filter((r) => coversVerb(r.verbs, verb) && coversResource(r.resources, resource));
+    const forAction = onCluster.filter(
+      (r) => coversVerb(r.verbs, verb, resource) && coversResource(r.resources, resource),
+    );
     if (forAction.length === 0) {
+      if (NAMED_ONLY_SUBRESOURCES.has(resource)) {
+        return `${verb} on ${resource} needs a role that names both '${resource}' and the verb '${verb}' (a '*' covers neither)`;
+      }
       const byWildcard = onCluster.some((r) => coversVerb(r.verbs, verb) && r.resources.includes(ANY));
       if (byWildcard && isNamedOnly(resource)) {
         return `${verb} on ${resource} needs a role that names '${resource}' (a '*' does not cover it)`;

@@ -44,9 +44,20 @@ export const NAMED_ONLY_RESOURCES: ReadonlySet<string> = new Set(['secrets', 'me
  */
 export const STATUS_SUFFIX = '/status';
 
-/** Whether only a rule naming the resource grants it: Secrets, metrics, Helm releases, and every `<resource>/status`. */
+/**
+ * The debugging grants (docs/TERMINAL.md, debugging): adding an ephemeral container to a pod (verb
+ * `update`) and opening a shell on a node (verb `create`). Neither `*` covers them — not in
+ * `resources`, not in `verbs`: a rule grants them only by naming both.
+ */
+export const EPHEMERAL_CONTAINERS = 'pods/ephemeralcontainers';
+export const NODE_SHELL = 'nodes/shell';
+export const NAMED_ONLY_SUBRESOURCES: ReadonlySet<string> = new Set([EPHEMERAL_CONTAINERS, NODE_SHELL]);
+
+/** Whether only a rule naming the resource grants it: Secrets, metrics, Helm releases, every `<resource>/status`, the debugging grants. */
 export function isNamedOnly(resource: string): boolean {
-  return NAMED_ONLY_RESOURCES.has(resource) || resource.endsWith(STATUS_SUFFIX);
+  return (
+    NAMED_ONLY_RESOURCES.has(resource) || resource.endsWith(STATUS_SUFFIX) || NAMED_ONLY_SUBRESOURCES.has(resource)
+  );
 }
 
 /**
@@ -78,6 +89,8 @@ export function coversNamespace(list: readonly string[], namespace: string | nul
   return namespace === null ? list.includes(ANY) : coversName(list, namespace);
 }
 
-export function coversVerb(list: readonly string[], verb: string): boolean {
+/** `resource`, when given: on a debugging grant only the verb named covers it. */
+export function coversVerb(list: readonly string[], verb: string, resource?: string): boolean {
+  if (resource !== undefined && NAMED_ONLY_SUBRESOURCES.has(resource)) return list.includes(verb);
   return list.includes(verb) || (list.includes(ANY) && !NAMED_ONLY_VERBS.has(verb));
 }

@@ -103,6 +103,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
   const helm = facts.helm;
   const kube =
     facts.kube ??
+    facts.object ??
     (helm && { cluster: helm.cluster, verb: '', resource: 'helmreleases', namespace: helm.namespace, name: helm.name });
   const isResourceRoute = typeof params.resource === 'string' || kube !== undefined;
   const header = request.headers['x-cluster-name'];
@@ -120,7 +121,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     actorName: name,
     actorKey: name?.toLowerCase() ?? null,
     clientAddress: clip(request.ip, 64),
-    operation: (kube?.verb ? kubeOperation(kube.verb) : operation).slice(0, 64),
+    operation: (facts.kube?.verb ? kubeOperation(facts.kube.verb) : operation).slice(0, 64),
     method: request.method.slice(0, 8),
     statusCode,
     requestId: String(request.id).slice(0, 128),
@@ -137,7 +138,7 @@ export function auditRowFor(request: FastifyRequest, statusCode: number, at: Dat
     uid: version.uid,
     resourceVersion: version.resourceVersion,
     count: 1,
-    detail: isDryRun(request) || helm?.dryRun ? DRY_RUN_DETAIL : null,
+    detail: facts.detail ? JSON.stringify(facts.detail) : isDryRun(request) || helm?.dryRun ? DRY_RUN_DETAIL : null,
   };
 }
 

@@ -34,6 +34,12 @@ export interface AuditFacts {
    * (the objects Helm writes are rows of their own, made on the Kubernetes API path as the person). Never a value.
    */
   helm?: { cluster: string; namespace: string; name: string | null; dryRun: boolean };
+  /**
+   * The cluster object a route acts on when its path does not name it as the resource routes do (the debug
+   * route: `pods/ephemeralcontainers` of a pod), and what the row's `detail` says of the call (image, target).
+   */
+  object?: { cluster: string; resource: string; namespace: string | null; name: string | null };
+  detail?: Record<string, unknown>;
   /** Overrides the target the route's path gives. */
   target?: { kind: string; id: string | null };
   /** The cluster's answer to a resource write (bounded), read once the response is sent for uid and resourceVersion. */

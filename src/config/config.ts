@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
+import { imageProblem } from '../debug/debug-input.js';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -49,6 +50,8 @@ export interface AppConfig {
   };
   /** Terminal sessions (exec, attach, port-forward): limits and timers (CONTRACT §12). */
   exec: ExecConfig;
+  /** Debug containers and node shells (docs/TERMINAL.md, debugging). */
+  debug: DebugConfig;
   audit: AuditConfig;
   metrics: MetricsConfig;
   /** API keys one user may own (CAS_API_KEYS_PER_USER); creating one more is a 409. */
@@ -145,6 +148,17 @@ export interface ExecConfig {
   pingMs: number;
   /** `output`: each session's output is kept as an asciicast v2 recording with its audit row. */
   recording: 'off' | 'output';
+}
+
+export interface DebugConfig {
+  /** How long the debug route and a node shell wait for their container to run. */
+  startMs: number;
+  /** The namespace of node-shell pods; undefined: node shells are off (404). */
+  nodeShellNamespace?: string;
+  /** The node-shell pod's image (it needs `nsenter` and `sh`). */
+  nodeShellImage: string;
+  /** How often each replica deletes node-shell pods whose session no longer exists. */
+  sweepMs: number;
 }
 
 export interface AuditConfig {
@@ -593,6 +607,24 @@ function execFrom(env: Env): ExecConfig {
   };
 }
 
+function debugFrom(env: Env): DebugConfig {
+  const namespace = env.CAS_NODE_SHELL_NAMESPACE || undefined;
+  if (namespace !== undefined && (namespace.length > 63 || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace))) {
+    throw new ConfigError(
+      `CAS_NODE_SHELL_NAMESPACE must be a namespace (a DNS label), got '${namespace.slice(0, 80)}'`,
+    );
+  }
+  const image = env.CAS_NODE_SHELL_IMAGE || 'busybox:1.36';
+  const problem = imageProblem(image);
+  if (problem) throw new ConfigError(`CAS_NODE_SHELL_IMAGE: ${problem}`);
+  return {
+    startMs: integer(env, 'CAS_DEBUG_START_SECONDS', 60, 1, 600) * 1000,
+    nodeShellNamespace: namespace,
+    nodeShellImage: image,
+    sweepMs: integer(env, 'CAS_NODE_SHELL_SWEEP_SECONDS', 30, 1, 300) * 1000,
+  };
+}
+
 function auditFrom(env: Env): AuditConfig {
   const log = env.CAS_AUDIT_LOG || 'off';
   if (log !== 'off' && log !== 'stdout') throw new ConfigError(`CAS_AUDIT_LOG must be off or stdout, got '${log}'`);
@@ -679,6 +711,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       idleSeconds: integer(env, 'CAS_LIST_CACHE_IDLE_SECONDS', 600, 1, 86_400),
     },
     exec: execFrom(env),
+    debug: debugFrom(env),
     limits: {
       maxJsonDepth: integer(env, 'CAS_MAX_JSON_DEPTH', 64, 2, 1000),
       requestTimeoutSeconds: integer(env, 'CAS_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),

@@ -39,6 +39,23 @@ export class Leases {
     }
   }
 
+  /** Whether some replica holds the lease now (it has not expired). */
+  async isHeld(name: string): Promise<boolean> {
+    const lease = await this.leases.findOneBy({ name });
+    return lease !== null && lease.holder !== null && lease.expiresAt.getTime() > Date.now();
+  }
+
+  /** Deletes leases named `<prefix>…` that expired before `before` (a replica's own leases, left by a replica gone). */
+  async prune(prefix: string, before: Date): Promise<void> {
+    await this.leases
+      .createQueryBuilder()
+      .delete()
+      .from(LeaseEntity)
+      .where('name LIKE :prefix', { prefix: `${prefix}%` })
+      .andWhere('expires_at < :before', { before })
+      .execute();
+  }
+
   /** Gives the lease up (at shutdown), so another replica can take over at once. */
   async release(name: string): Promise<void> {
     await this.leases.update({ name, holder: this.holderId }, { holder: null });

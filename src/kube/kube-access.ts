@@ -1,7 +1,7 @@
 import { resourceIdOf as typeIdOf } from '../k8s/resource-path.js';
 import type { AccessRequest, Authorizer, Decision, Verb } from '../access/authorizer.js';
 import type { Caller } from '../access/caller.js';
-import { STATUS_SUFFIX } from '../access/rules.js';
+import { EPHEMERAL_CONTAINERS, STATUS_SUFFIX } from '../access/rules.js';
 import type { RequestInfo } from '../k8s/request-info.js';
 
 /** `<plural>` or `<plural>.<group>`, as the resource routes name resources. */
@@ -86,6 +86,14 @@ export function kubeAccessOf(info: RequestInfo, cluster: string): KubeAccess {
       kind: 'resource',
       request: { verb: info.verb as Verb, cluster, resource: `${id}${STATUS_SUFFIX}`, namespace },
     };
+  } else if (info.subresource === 'ephemeralcontainers' && id === 'pods' && PARENT_VERBS.has(info.verb)) {
+    // Reading is reading the pod; adding a debug container (kubectl debug patches, others update) needs
+    // the named grant `update` on pods/ephemeralcontainers (docs/TERMINAL.md, debugging).
+    if (info.verb === 'get') {
+      verb = 'get';
+    } else {
+      return { kind: 'resource', request: { verb: 'update', cluster, resource: EPHEMERAL_CONTAINERS, namespace } };
+    }
   } else if (TERMINAL_SUBRESOURCES.has(info.subresource) && id === 'pods' && TERMINAL_METHOD_VERBS.has(info.verb)) {
     // The apiserver authorizes a WebSocket GET as `get` and a SPDY POST as `create`: both are the terminal verb.
     verb = info.subresource as Verb;

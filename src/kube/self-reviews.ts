@@ -1,5 +1,14 @@
 import type { Authorizer, Decision } from '../access/authorizer.js';
-import { ANY, coversNamespace, coversResource, coversVerb, NAMED_ONLY_VERBS, STATUS_SUFFIX } from '../access/rules.js';
+import {
+  ANY,
+  coversNamespace,
+  coversResource,
+  coversVerb,
+  EPHEMERAL_CONTAINERS,
+  NAMED_ONLY_VERBS,
+  NODE_SHELL,
+  STATUS_SUFFIX,
+} from '../access/rules.js';
 import type { Caller } from '../access/caller.js';
 import { impersonationFor } from '../access/impersonation.js';
 import { resourceIdOf, type ResourceType } from '../k8s/resource-path.js';
@@ -176,6 +185,12 @@ export function rulesReviewStatus(
       if (granted.length) resourceRules.push({ verbs: granted, apiGroups: [group], resources: [resource] });
     };
     for (const id of rule.resources) {
+      if (id === EPHEMERAL_CONTAINERS) {
+        // Named grants only: `update` (kubectl debug patches the subresource, which the update grant allows).
+        if (rule.verbs.includes('update')) add('', 'pods/ephemeralcontainers', ['update', 'patch']);
+        continue;
+      }
+      if (id === NODE_SHELL) continue; // the service's own grant: nothing of the cluster's
       if (id.endsWith(STATUS_SUFFIX)) {
         const { group, plural } = splitId(id.slice(0, -STATUS_SUFFIX.length));
         add(

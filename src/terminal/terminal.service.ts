@@ -25,6 +25,7 @@ import { errorBody, toErrorResponse } from '../common/filters/http-exception.fil
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { kubeStatus } from '../kube/kube-status.js';
 import { StreamOwner } from '../streams/stream-owner.js';
+import { isNodeShellPath, NodeShellService } from '../debug/node-shell.service.js';
 import { AsciicastRecording } from './recording.js';
 import { isTerminalPath, parseTarget, type TerminalTarget, upstreamPath } from './terminal-request.js';
 import { SpdyRelay } from './spdy-relay.js';
@@ -50,6 +51,8 @@ interface Attempt {
   caller?: Caller;
   target?: TerminalTarget;
   clientAddress: string | null;
+  /** The audit rows' operation when it is not the target's (a node shell). */
+  operation?: string;
 }
 
 /**
@@ -81,6 +84,7 @@ export class TerminalService implements OnModuleDestroy {
     private readonly gateway: ClusterGateway,
     private readonly streams: StreamOwner,
     private readonly audit: AuditService,
+    private readonly nodeShells: NodeShellService,
   ) {
     this.ownOrigins = new Set([new URL(config.kube.publicUrl).origin, ...config.corsOrigins]);
   }
@@ -99,7 +103,8 @@ export class TerminalService implements OnModuleDestroy {
 
   private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, attempt: Attempt, draining: boolean) {
     const url = new URL(req.url ?? '/', 'http://service');
-    const path = isTerminalPath(url.pathname);
+    const nodeShell = isNodeShellPath(url.pathname);
+    const path = nodeShell ? 'rest' : isTerminalPath(url.pathname);
     if (!path) throw new HttpException('no WebSocket is served at this path', 404);
     attempt.path = path;
     if (draining) throw new HttpException('the service is shutting down; try again', 503);
@@ -127,6 +132,14 @@ export class TerminalService implements OnModuleDestroy {
     const caller = await this.credentials.resolve(secret);
     attempt.caller = caller;
     if (caller.roles.length === 0) throw new ForbiddenException('the caller has no role: ask an administrator for one');
+    if (nodeShell) {
+      // A node shell (src/debug/node-shell.service.ts): the credential was this service's part; the rest is its own.
+      attempt.operation = 'nodeShell';
+      return this.nodeShells.open({
+        ...{ req, socket, head, url, caller, secret, offered: offered.protocols },
+        ...{ requestId: attempt.requestId, clientAddress: attempt.clientAddress },
+      });
+    }
     const target = parseTarget(url, path === 'rest' ? req.headers['x-cluster-name'] : undefined, spdy);
     attempt.target = target;
     const access: AccessRequest = {
@@ -376,7 +389,7 @@ export class TerminalService implements OnModuleDestroy {
       actorName: caller?.name ?? null,
       actorKey: caller?.name.toLowerCase() ?? null,
       clientAddress: attempt.clientAddress,
-      operation: OPERATIONS[target?.kind ?? 'exec'],
+      operation: attempt.operation ?? OPERATIONS[target?.kind ?? 'exec'],
       method: 'GET',
       statusCode,
       requestId: attempt.requestId,

@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
-import { kubeRequest, sharedControlPlane, type ControlPlane } from '../harness/control-plane.js';
+import { kubeRequest, sharedControlPlane, waitFor, type ControlPlane } from '../harness/control-plane.js';
+import { startKubelet, type Kubelet } from '../harness/kubelet.js';
+import { podOnNode } from '../support/kube.js';
 import { EXAMPLE_CLUSTER, PATCH_CONTENT_TYPES } from '../../src/openapi-examples.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { kubeconfigFor } from '../support/clusters.js';
@@ -47,6 +49,7 @@ const ORDER = [
   'replaceSubresource',
   'patchSubresource',
   'applyResources',
+  'debugPod',
 ];
 /**
  * Helm's writes run the Helm CLI with a chart from a repository on the internet, or an archive Swagger UI cannot
@@ -60,12 +63,14 @@ describe('every request example in openapi.json is accepted', () => {
   let cp: ControlPlane;
   let t: TestApp;
   const ns = `examples-${process.pid}`;
+  let kubelet: Kubelet | undefined;
 
   before(async () => {
     cp = await sharedControlPlane('a');
     t = await startTestApp({ env: { CAS_CLUSTER_HEALTH_INTERVAL_SECONDS: '0', CAS_CLUSTER_PROBE_TIMEOUT_MS: '2000' } });
   });
   after(async () => {
+    await kubelet?.stop();
     await kubeRequest(cp, 'DELETE', `/api/v1/namespaces/${ns}`);
     await t?.close();
   });
@@ -124,6 +129,12 @@ describe('every request example in openapi.json is accepted', () => {
         clusterReady = true;
       }
 
+      if (operationId === 'debugPod') {
+        // A debug container needs a pod that runs: the test kubelet's, marking it running.
+        kubelet = await startKubelet(cp, `examples-node-${process.pid}`, { runPods: {} });
+        await podOnNode(cp, ns, 'web-0', kubelet.nodeName);
+        await waitFor('web-0 to run', async () => kubelet!.pods!.runningAt(ns, 'web-0', 'app') !== undefined, 20_000);
+      }
       const headers: Record<string, string> = { 'content-type': example.contentType };
       let url = example.path;
       for (const parameter of example.parameters) {

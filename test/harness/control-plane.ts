@@ -690,6 +690,11 @@ async function startIn(
             `--kubelet-client-certificate=${certs.kubeletClientCert}`,
             `--kubelet-client-key=${certs.kubeletClientKey}`,
             '--kubelet-preferred-address-types=InternalIP',
+            // ephemeral (debug) containers are alpha in v1.20: the pods/ephemeralcontainers subresource
+            // and their exec/attach exist only behind the gate (docs/TERMINAL.md, debugging)
+            '--feature-gates=EphemeralContainers=true',
+            // node shells (src/debug/) run privileged pods, as a real cluster's policy may allow
+            '--allow-privileged=true',
             '--profiling=false',
           ],
           join(dir, 'kube-apiserver.log'),

@@ -349,6 +349,11 @@ export async function runCommand(session: Session, argv: string[]): Promise<numb
     case 'sleep':
       await new Promise((resolve) => setTimeout(resolve, Math.min(Number(args[0]) || 0, 3600) * 1000));
       return 0;
+    case 'nsenter': {
+      // A node shell (`nsenter -t 1 -m -u -i -n -p -- sh -l`): the command after `--`, here.
+      const at = args.indexOf('--');
+      return at < 0 ? 1 : runCommand(session, args.slice(at + 1));
+    }
     case 'sh':
     case '/bin/sh':
     case 'bash':

@@ -30,6 +30,7 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { KUBELET_CLIENT_CN, makeKubeletServingCert } from './certs.js';
 import { kubeRequest, type ControlPlane } from './control-plane.js';
+import { runPods, type RunPodsOptions, type PodRunner } from './kubelet-pods.js';
 import { serveStreams } from './kubelet-streams.js';
 
 export interface Kubelet {
@@ -51,6 +52,8 @@ export interface Kubelet {
   openStreams(): number;
   /** WebSocket pings received on those sockets: a client's keep-alive pings, which the apiserver passes through. */
   streamPings(): number;
+  /** The pod lifecycle (kubelet-pods.ts), when started with `runPods`. */
+  pods?: PodRunner;
   stop(): Promise<void>;
 }
 
@@ -80,7 +83,11 @@ function intParam(params: URLSearchParams, name: string): number | undefined {
   return n;
 }
 
-export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<Kubelet> {
+export async function startKubelet(
+  cp: ControlPlane,
+  nodeName: string,
+  options: { runPods?: RunPodsOptions } = {},
+): Promise<Kubelet> {
   const pki = join(cp.dir, 'pki');
   const work = await mkdtemp(join(tmpdir(), `cas-kubelet-${nodeName}-`));
   const { cert, key } = await makeKubeletServingCert(pki, work, nodeName);
@@ -226,9 +233,11 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
     throw new Error(`setting the status of Node ${nodeName}: HTTP ${status.status} ${JSON.stringify(status.body)}`);
   }
 
+  const pods = options.runPods ? runPods(cp, nodeName, options.runPods) : undefined;
   return {
     nodeName,
     port,
+    pods,
     requiresClientCert,
     requests,
     openStreams: streams.open,
@@ -252,6 +261,7 @@ export async function startKubelet(cp: ControlPlane, nodeName: string): Promise<
       return [...open.values()].reduce((a, b) => a + b, 0);
     },
     async stop() {
+      await pods?.stop();
       for (const log of logs.values()) for (const follower of [...log.followers]) follower(null);
       streams.close();
       server.closeAllConnections();

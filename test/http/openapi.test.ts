@@ -79,7 +79,7 @@ const CONSOLE_OPERATION_IDS = [
   'patchSubresource',
 ];
 /** Issue 31: the terminal's WebSocket upgrades and the recordings of its sessions. */
-const TERMINAL_OPERATION_IDS = ['execPod', 'attachPod', 'portForwardPod', 'getAuditRecording'];
+const TERMINAL_OPERATION_IDS = ['execPod', 'attachPod', 'portForwardPod', 'getAuditRecording', 'debugPod', 'nodeShell'];
 /** One user and one cluster by id, beside their PUT and DELETE. */
 const SINGLE_GET_OPERATION_IDS = ['getUser', 'getCluster'];
 /** The Kubernetes API path (one passthrough operation per method) and its kubeconfigs (CONTRACT §11). */

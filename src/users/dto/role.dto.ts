@@ -12,7 +12,7 @@ import {
   ValidateNested,
   type ValidationArguments,
 } from 'class-validator';
-import { ANY, VERBS } from '../../access/rules.js';
+import { ANY, NAMED_ONLY_SUBRESOURCES, VERBS } from '../../access/rules.js';
 import { CLUSTER_NAME_PATTERN } from '../../clusters/cluster-name.js';
 import { ROLE_NAME_PATTERN } from '../role.entity.js';
 
@@ -39,8 +39,8 @@ const LISTS: Record<ListKind, { max: number; what: string; valid: (v: string) =>
   },
   resources: {
     max: 100,
-    what: "a resource: '<plural>' or '<plural>.<group>' (configmaps, deployments.apps), or its status ('pods/status')",
-    valid: (v) => v.length <= 253 && RESOURCE_ID.test(v),
+    what: "a resource: '<plural>' or '<plural>.<group>' (configmaps, deployments.apps), its status ('pods/status'), 'pods/ephemeralcontainers' or 'nodes/shell'",
+    valid: (v) => v.length <= 253 && (RESOURCE_ID.test(v) || NAMED_ONLY_SUBRESOURCES.has(v)),
     example: ['deployments.apps', 'pods'],
   },
   verbs: {

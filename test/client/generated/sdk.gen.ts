@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ApplyResourcesData, ApplyResourcesErrors, ApplyResourcesResponses, AttachPodData, AttachPodErrors, AttachPodResponses, CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, DiffHelmReleaseData, DiffHelmReleaseErrors, DiffHelmReleaseResponses, ExecPodData, ExecPodErrors, ExecPodResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetAuditRecordingData, GetAuditRecordingErrors, GetAuditRecordingResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetHelmReleaseData, GetHelmReleaseErrors, GetHelmReleaseResponses, GetHelmReleaseRevisionData, GetHelmReleaseRevisionErrors, GetHelmReleaseRevisionResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, InstallHelmReleaseData, InstallHelmReleaseErrors, InstallHelmReleaseResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListHelmReleaseHistoryData, ListHelmReleaseHistoryErrors, ListHelmReleaseHistoryResponses, ListHelmReleasesData, ListHelmReleasesErrors, ListHelmReleasesResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PortForwardPodData, PortForwardPodErrors, PortForwardPodResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, RollbackHelmReleaseData, RollbackHelmReleaseErrors, RollbackHelmReleaseResponses, SearchResourcesData, SearchResourcesErrors, SearchResourcesResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UninstallHelmReleaseData, UninstallHelmReleaseErrors, UninstallHelmReleaseResponses, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses, UpgradeHelmReleaseData, UpgradeHelmReleaseErrors, UpgradeHelmReleaseResponses } from './types.gen.js';
+import type { ApplyResourcesData, ApplyResourcesErrors, ApplyResourcesResponses, AttachPodData, AttachPodErrors, AttachPodResponses, CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DebugPodData, DebugPodErrors, DebugPodResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, ExecPodData, ExecPodErrors, ExecPodResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetAuditRecordingData, GetAuditRecordingErrors, GetAuditRecordingResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, NodeShellData, NodeShellErrors, NodeShellResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PortForwardPodData, PortForwardPodErrors, PortForwardPodResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SearchResourcesData, SearchResourcesErrors, SearchResourcesResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -1198,212 +1198,6 @@ export const applyResources = <ThrowOnError extends boolean = false>(options: Op
 });
 
 /**
- * The latest revision of each release the caller may read (list on helmreleases), paged, sorted and searched; with _all, across the namespaces the caller may read.
- *
- * The latest revision of each release the caller may read (`list` on `helmreleases`), paged, sorted and
- * searched; with `_all`, across the namespaces the caller may read.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const listHelmReleases = <ThrowOnError extends boolean = false>(options: Options<ListHelmReleasesData, ThrowOnError>) => (options.client ?? client).get<ListHelmReleasesResponses, ListHelmReleasesErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}',
-    ...options
-});
-
-/**
- * Installs a release with the real Helm (create on helmreleases; each object Helm writes is authorized as the caller): a chart from an https chart repository (JSON), or an uploaded chart archive.
- *
- * Installs a release with the real Helm (`create` on `helmreleases`; each object Helm writes is authorized as
- * the caller): a chart from an https chart repository (JSON), or an uploaded chart archive. `dryRun` renders it
- * and shows each object against the live one; nothing changes.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const installHelmRelease = <ThrowOnError extends boolean = false>(options: Options<InstallHelmReleaseData, ThrowOnError>) => (options.client ?? client).post<InstallHelmReleaseResponses, InstallHelmReleaseErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}',
-    ...options,
-    headers: {
-        'Content-Type': 'application/json',
-        ...options.headers
-    }
-});
-
-/**
- * Uninstalls a release (delete on helmreleases); keepHistory keeps its revisions (status uninstalled).
- *
- * Uninstalls a release (`delete` on `helmreleases`); `keepHistory` keeps its revisions (status `uninstalled`).
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const uninstallHelmRelease = <ThrowOnError extends boolean = false>(options: Options<UninstallHelmReleaseData, ThrowOnError>) => (options.client ?? client).delete<UninstallHelmReleaseResponses, UninstallHelmReleaseErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}/{name}',
-    ...options
-});
-
-/**
- * The latest revision of a release: values, computed values, manifest and its objects, notes, hooks, chart, info.
- *
- * The latest revision of a release: values, computed values, manifest and its objects, notes, hooks, chart, info.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const getHelmRelease = <ThrowOnError extends boolean = false>(options: Options<GetHelmReleaseData, ThrowOnError>) => (options.client ?? client).get<GetHelmReleaseResponses, GetHelmReleaseErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}/{name}',
-    ...options
-});
-
-/**
- * Upgrades a release (update on helmreleases): with new values (reuseValues merges them over the last ones), and a chart from a repository, an uploaded archive, or else the release's own chart as Helm stored it.
- *
- * Upgrades a release (`update` on `helmreleases`): with new values (`reuseValues` merges them over the last
- * ones), and a chart from a repository, an uploaded archive, or else the release's own chart as Helm stored it.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const upgradeHelmRelease = <ThrowOnError extends boolean = false>(options: Options<UpgradeHelmReleaseData, ThrowOnError>) => (options.client ?? client).put<UpgradeHelmReleaseResponses, UpgradeHelmReleaseErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}/{name}',
-    ...options,
-    headers: {
-        'Content-Type': 'application/json',
-        ...options.headers
-    }
-});
-
-/**
- * One revision of a release, as getHelmRelease shows the latest.
- *
- * One revision of a release, as `getHelmRelease` shows the latest.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const getHelmReleaseRevision = <ThrowOnError extends boolean = false>(options: Options<GetHelmReleaseRevisionData, ThrowOnError>) => (options.client ?? client).get<GetHelmReleaseRevisionResponses, GetHelmReleaseRevisionErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}/{name}/revisions/{revision}',
-    ...options
-});
-
-/**
- * Every revision Helm keeps of the release, newest first, as helm history lists them.
- *
- * Every revision Helm keeps of the release, newest first, as `helm history` lists them.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const listHelmReleaseHistory = <ThrowOnError extends boolean = false>(options: Options<ListHelmReleaseHistoryData, ThrowOnError>) => (options.client ?? client).get<ListHelmReleaseHistoryResponses, ListHelmReleaseHistoryErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}/{name}/history',
-    ...options
-});
-
-/**
- * What changed between two revisions: per object of the manifests a unified diff (added, removed, changed; a Secret's values shown as ***), and a diff of the user-supplied values.
- *
- * What changed between two revisions: per object of the manifests a unified diff (added, removed, changed; a
- * Secret's values shown as `***`), and a diff of the user-supplied values.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const diffHelmRelease = <ThrowOnError extends boolean = false>(options: Options<DiffHelmReleaseData, ThrowOnError>) => (options.client ?? client).get<DiffHelmReleaseResponses, DiffHelmReleaseErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}/{name}/diff',
-    ...options
-});
-
-/**
- * Rolls a release back to a revision (update on helmreleases), as helm rollback: a new revision Rollback to N.
- *
- * Rolls a release back to a revision (`update` on `helmreleases`), as `helm rollback`: a new revision `Rollback to N`.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const rollbackHelmRelease = <ThrowOnError extends boolean = false>(options: Options<RollbackHelmReleaseData, ThrowOnError>) => (options.client ?? client).post<RollbackHelmReleaseResponses, RollbackHelmReleaseErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/helm/releases/{namespace}/{name}/rollback',
-    ...options,
-    headers: {
-        'Content-Type': 'application/json',
-        ...options.headers
-    }
-});
-
-/**
  * Evaluates PromQL at one time: Prometheus's /api/v1/query answer, passed through.
  *
  * Evaluates PromQL at one time: Prometheus's `/api/v1/query` answer, passed through.
@@ -1761,5 +1555,57 @@ export const portForwardPod = <ThrowOnError extends boolean = false>(options: Op
         }
     ],
     url: '/api/v1/pods/{namespace}/{name}/portforward',
+    ...options
+});
+
+/**
+ * Adds an ephemeral debug container to a pod (sharing the target container's process namespace) and answers once it runs; attach to it with the attach route it names.
+ *
+ * Adds an ephemeral debug container to a pod (sharing the target container's process namespace) and
+ * answers once it runs; attach to it with the `attach` route it names. Needs `update` on
+ * `pods/ephemeralcontainers` in the namespace. An ephemeral container cannot be removed: it ends
+ * when its process does.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const debugPod = <ThrowOnError extends boolean = false>(options: Options<DebugPodData, ThrowOnError>) => (options.client ?? client).post<DebugPodResponses, DebugPodErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/pods/{namespace}/{name}/debug',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * A shell on a node, over a WebSocket (the exec channel protocols): the service creates a privileged pod on the node (CAS_NODE_SHELL_NAMESPACE, image CAS_NODE_SHELL_IMAGE) as the caller, runs nsenter -t 1 -m -u -i -n -p -- sh -l in it, and deletes it when the session ends.
+ *
+ * A shell on a node, over a WebSocket (the exec channel protocols): the service creates a privileged pod
+ * on the node (`CAS_NODE_SHELL_NAMESPACE`, image `CAS_NODE_SHELL_IMAGE`) as the caller, runs
+ * `nsenter -t 1 -m -u -i -n -p -- sh -l` in it, and deletes it when the session ends. Needs `create` on
+ * `nodes/shell` (namespaces `*`); off (404) unless CAS_NODE_SHELL_NAMESPACE is set.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const nodeShell = <ThrowOnError extends boolean = false>(options: Options<NodeShellData, ThrowOnError>) => (options.client ?? client).get<NodeShellResponses, NodeShellErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/nodes/_all/{node}/shell',
     ...options
 });
