@@ -126,6 +126,10 @@ export interface ExecConfig {
   pingMs: number;
   /** `output`: each session's output is kept as an asciicast v2 recording with its audit row. */
   recording: 'off' | 'output';
+  /** How long a resumable session whose client dropped waits for it to come back (CAS_SESSION_RESUME_SECONDS). */
+  resumeMs: number;
+  /** The latest output bytes a resumable session keeps for a client that comes back (CAS_SESSION_RESUME_BYTES). */
+  resumeBytes: number;
 }
 
 export interface AuditConfig {
@@ -571,6 +575,8 @@ function execFrom(env: Env): ExecConfig {
     maxMs: integer(env, 'CAS_EXEC_MAX_SECONDS', 86400, 1, 30 * 86400) * 1000,
     pingMs: integer(env, 'CAS_EXEC_PING_SECONDS', 30, 1, 300) * 1000,
     recording,
+    resumeMs: integer(env, 'CAS_SESSION_RESUME_SECONDS', 60, 1, 3600) * 1000,
+    resumeBytes: integer(env, 'CAS_SESSION_RESUME_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
   };
 }
 

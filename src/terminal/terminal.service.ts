@@ -26,6 +26,7 @@ import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { kubeStatus } from '../kube/kube-status.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { AsciicastRecording } from './recording.js';
+import { ResumableSessions, type ResumeRequest, takeResumeQuery } from './resumable-sessions.js';
 import { isTerminalPath, parseTarget, type TerminalTarget, upstreamPath } from './terminal-request.js';
 import { SpdyRelay } from './spdy-relay.js';
 import {
@@ -81,6 +82,7 @@ export class TerminalService implements OnModuleDestroy {
     private readonly gateway: ClusterGateway,
     private readonly streams: StreamOwner,
     private readonly audit: AuditService,
+    private readonly resumable: ResumableSessions,
   ) {
     this.ownOrigins = new Set([new URL(config.kube.publicUrl).origin, ...config.corsOrigins]);
   }
@@ -127,6 +129,7 @@ export class TerminalService implements OnModuleDestroy {
     const caller = await this.credentials.resolve(secret);
     attempt.caller = caller;
     if (caller.roles.length === 0) throw new ForbiddenException('the caller has no role: ask an administrator for one');
+    const resume = path === 'rest' ? takeResumeQuery(url) : undefined;
     const target = parseTarget(url, path === 'rest' ? req.headers['x-cluster-name'] : undefined, spdy);
     attempt.target = target;
     const access: AccessRequest = {
@@ -145,6 +148,11 @@ export class TerminalService implements OnModuleDestroy {
           : `a WebSocket subprotocol is required: offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ') || 'none'})`,
         400,
       );
+    }
+    if (resume && 'id' in resume) {
+      // A resumption: the session holds its slot and its cluster side; only the client's socket is new.
+      (req as AgreedRequest)[AGREED] = this.resumable.check(resume, caller, target, protocols);
+      return this.wss.handleUpgrade(req, socket, head, (ws) => this.resumable.attach(resume, ws, caller, secret));
     }
     const ticket = this.streams.admit(caller, 'exec');
     if (spdy) {
@@ -186,7 +194,7 @@ export class TerminalService implements OnModuleDestroy {
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         socket.removeListener('close', abandoned);
         if (!this.pending.delete(upstream)) return ws.terminate();
-        this.start({ ws, upstream, chosen, caller, secret, conn, access, target, attempt, ticket });
+        this.start({ ws, upstream, chosen, caller, secret, conn, access, target, attempt, ticket, resume });
       });
     } catch (error) {
       ticket.release();
@@ -282,8 +290,11 @@ export class TerminalService implements OnModuleDestroy {
     target: TerminalTarget;
     attempt: Attempt;
     ticket: ReturnType<StreamOwner['admit']>;
+    resume?: ResumeRequest;
   }): void {
     const { target } = o;
+    // Asked for `resumable=true`: its id is the client's first message, before any output.
+    const kept = o.resume ? this.resumable.keep(o.ws, { ...o, protocol: o.chosen }) : undefined;
     const recording =
       this.config.exec.recording === 'output' && target.kind !== 'portforward'
         ? new AsciicastRecording(`${target.cluster}/${target.namespace}/${target.pod} ${target.kind}`)
@@ -303,12 +314,20 @@ export class TerminalService implements OnModuleDestroy {
       idleMs: exec.idleMs,
       maxMs: exec.maxMs,
       recording,
+      keeper: kept?.keeper,
       onEnd: (end: SessionEnd) => {
         this.streams.release(session);
         const { recording: cast, ...facts } = end;
-        this.record(o.attempt, 101, { event: 'end', kind: target.kind, ...facts, recording: cast !== undefined }, cast);
+        const resumable = kept?.ended(end);
+        this.record(
+          o.attempt,
+          101,
+          { event: 'end', kind: target.kind, ...facts, ...resumable, recording: cast !== undefined },
+          cast,
+        );
       },
     });
+    kept?.bind(session);
     this.streams.own(session, o.ticket);
     o.upstream.resume();
   }
