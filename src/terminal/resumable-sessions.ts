@@ -22,8 +22,8 @@ import {
 } from './terminal-session.js';
 
 /**
- * Small output messages are copied into chunks of this size, so that a typed key's echo does not cost a
- * buffer of its own.
+ * Consecutive output messages of one channel are copied into chunks of up to this size, so that each
+ * typed key's echo does not cost a buffer of its own.
  */
 const CHUNK_BYTES = 16 * 1024;
 /**
@@ -74,7 +74,13 @@ export class OutputRing {
     if (payload.length === 0) return;
     this.written += payload.length;
     const last = this.chunks.length > this.first ? this.chunks[this.chunks.length - 1] : undefined;
-    if (last && last.channel === channel && last.end + payload.length <= last.data.length) {
+    if (last && last.channel === channel && last.end + payload.length <= CHUNK_BYTES) {
+      if (last.end + payload.length > last.data.length) {
+        // Grown by doubling, so that many small messages are not copied again each time.
+        const grown = alloc(Math.min(CHUNK_BYTES, Math.max(last.end + payload.length, last.data.length * 2)));
+        last.data.copy(grown, 0, 0, last.end);
+        last.data = grown;
+      }
       payload.copy(last.data, last.end);
       last.end += payload.length;
       this.held += payload.length;
@@ -82,8 +88,7 @@ export class OutputRing {
       if (last) seal(last);
       // Of a message longer than the whole ring only its tail can ever be asked for.
       const tail = payload.length > this.limit ? payload.subarray(payload.length - this.limit) : payload;
-      // allocUnsafeSlow: a small chunk must not keep one of Node's shared 8 KiB pool slabs alive.
-      const data = Buffer.allocUnsafeSlow(Math.max(tail.length, CHUNK_BYTES));
+      const data = alloc(tail.length);
       tail.copy(data);
       this.chunks.push({ channel, data, start: 0, end: tail.length });
       this.held += tail.length;
@@ -120,6 +125,8 @@ export class OutputRing {
       } else {
         oldest.start += over;
         this.held -= over;
+        // A large message's dropped part is given back once it is most of it.
+        if (oldest.start > CHUNK_BYTES && oldest.start * 2 > oldest.data.length) seal(oldest);
       }
     }
     if (this.first > 64 && this.first * 2 > this.chunks.length) {
@@ -129,10 +136,15 @@ export class OutputRing {
   }
 }
 
-/** A chunk no more output will be copied into gives back its unused room. */
+/** A buffer of its own: a small one must not keep one of Node's shared 8 KiB pool slabs alive. */
+function alloc(size: number): Buffer {
+  return Buffer.allocUnsafeSlow(size);
+}
+
+/** A chunk gives back the room it does not use: room no more output will be copied into, or output dropped. */
 function seal(chunk: Chunk): void {
   if (chunk.data.length - (chunk.end - chunk.start) < 1024) return;
-  const exact = Buffer.allocUnsafeSlow(chunk.end - chunk.start);
+  const exact = alloc(chunk.end - chunk.start);
   chunk.data.copy(exact, 0, chunk.start, chunk.end);
   chunk.data = exact;
   chunk.start = 0;

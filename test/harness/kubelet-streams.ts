@@ -5,7 +5,7 @@
 // channel before each message; 0 stdin, 1 stdout, 2 stderr, 3 error (v4: a Status with the exit
 // code), 4 resize. SPDY/3.1 (kubectl 1.20) is served by kubelet-spdy.ts with the same sessions.
 //
-// No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep,
+// No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep, count,
 // `sh -c <line>`, and `sh`, a tiny line shell confined to a temporary directory); `attach` joins a
 // line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
 // server the test starts.
@@ -349,6 +349,15 @@ export async function runCommand(session: Session, argv: string[]): Promise<numb
     case 'sleep':
       await new Promise((resolve) => setTimeout(resolve, Math.min(Number(args[0]) || 0, 3600) * 1000));
       return 0;
+    case 'count': {
+      // `count N [ms] [both]`: the lines 1…N, one message each, every `ms`; with `both` the even ones on stderr.
+      const [n, ms] = [Math.min(Number(args[0]) || 0, 1_000_000), Math.min(Number(args[1]) || 0, 60_000)];
+      for (let i = 1; i <= n && session.channels.open; i++) {
+        await session.channels.send(args[2] === 'both' && i % 2 === 0 ? 2 : 1, `${i}${nl}`);
+        if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+      }
+      return 0;
+    }
     case 'sh':
     case '/bin/sh':
     case 'bash':
