@@ -5,6 +5,8 @@ import { dataSourceOptions } from './data-source.js';
 import { LeaseEntity } from './lease.entity.js';
 import { Leases } from './leases.js';
 import { LocalWrites } from './local-writes.js';
+import { ReplicaEntity } from './replica.entity.js';
+import { Replicas } from './replicas.js';
 import { Transactions } from './transactions.js';
 
 @Global()
@@ -14,9 +16,9 @@ import { Transactions } from './transactions.js';
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) => ({ ...dataSourceOptions(config), migrationsRun: true }),
     }),
-    TypeOrmModule.forFeature([LeaseEntity]),
+    TypeOrmModule.forFeature([LeaseEntity, ReplicaEntity]),
   ],
-  providers: [Transactions, Leases, LocalWrites],
-  exports: [Transactions, Leases, LocalWrites],
+  providers: [Transactions, Leases, LocalWrites, Replicas],
+  exports: [Transactions, Leases, LocalWrites, Replicas],
 })
 export class DatabaseModule {}

@@ -7,6 +7,7 @@ import { RoleEntity } from '../users/role.entity.js';
 import { UserEntity } from '../users/user.entity.js';
 import { AppLockEntity } from './app-lock.entity.js';
 import { LeaseEntity } from './lease.entity.js';
+import { ReplicaEntity } from './replica.entity.js';
 
 /** Every entity of the service; the data source and the migration generator both use this list. */
 export const ENTITIES = [
@@ -19,4 +20,5 @@ export const ENTITIES = [
   LoginThrottleEntity,
   ClusterEntity,
   AuditEventEntity,
+  ReplicaEntity,
 ];

@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
 import type { Caller } from '../auth/caller.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
+import { Replicas } from '../database/replicas.js';
 import { channelMessage, channelOf, ERROR, isBase64, STDERR, STDOUT } from './terminal-protocol.js';
 import type { TerminalTarget } from './terminal-request.js';
 import {
@@ -31,8 +32,8 @@ const CHUNK_BYTES = 16 * 1024;
  * stdout and stderr byte by byte makes a chunk per byte, and would otherwise hold far more than the bound.
  */
 const CHUNK_COST = 128;
-/** A session id: 18 random bytes in base64url. */
-const SESSION_ID = /^[A-Za-z0-9_-]{24}$/;
+/** A session id: the holding replica's id (Replicas), a dot, and 18 random bytes, all in base64url. */
+const SESSION_ID = /^[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]{24}$/;
 /** Ended sessions remembered (to answer 410 naming why, or 403 to another user) and for how long. */
 const GONE_MAX = 10_000;
 const GONE_MS = 10 * 60_000;
@@ -295,11 +296,14 @@ export class ResumableSessions implements OnModuleDestroy {
   private finished = 0;
   private readonly gone = new Map<string, { userId: number | null; why: string; at: number }>();
 
-  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly replicas: Replicas,
+  ) {}
 
   /** A session that asked for `resumable=true`: its id is the client's first message (text). */
   keep(client: WebSocket, o: { caller: Caller; target: TerminalTarget; protocol: string; upstream: WebSocket }) {
-    const id = randomBytes(18).toString('base64url');
+    const id = `${this.replicas.id}.${randomBytes(18).toString('base64url')}`;
     const held = new HeldSession(
       id,
       o.caller.userId,

@@ -1,6 +1,7 @@
 import {
   BadGatewayException,
   ForbiddenException,
+  GoneException,
   HttpException,
   Inject,
   Injectable,
@@ -27,6 +28,7 @@ import { kubeStatus } from '../kube/kube-status.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { AsciicastRecording } from './recording.js';
 import { ResumableSessions, type ResumeRequest, takeResumeQuery } from './resumable-sessions.js';
+import { SessionForwarding } from './session-forwarding.js';
 import { isTerminalPath, parseTarget, type TerminalTarget, upstreamPath } from './terminal-request.js';
 import { SpdyRelay } from './spdy-relay.js';
 import {
@@ -51,6 +53,8 @@ interface Attempt {
   caller?: Caller;
   target?: TerminalTarget;
   clientAddress: string | null;
+  /** Forwarded by another replica (signed with CAS_REPLICA_SECRET): `clientAddress` is the one it vouched for. */
+  forwarded?: boolean;
 }
 
 /**
@@ -83,6 +87,7 @@ export class TerminalService implements OnModuleDestroy {
     private readonly streams: StreamOwner,
     private readonly audit: AuditService,
     private readonly resumable: ResumableSessions,
+    private readonly forwarding: SessionForwarding,
   ) {
     this.ownOrigins = new Set([new URL(config.kube.publicUrl).origin, ...config.corsOrigins]);
   }
@@ -90,10 +95,12 @@ export class TerminalService implements OnModuleDestroy {
   /** The Node server's `upgrade` event. `draining`: the service is shutting down (503). */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, draining: boolean): void {
     const header = req.headers['x-request-id'];
+    const forwardedFor = this.forwarding.forwardedFor(req);
     const attempt: Attempt = {
       requestId: typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID(),
       path: 'rest',
-      clientAddress: req.socket.remoteAddress ?? null,
+      clientAddress: forwardedFor ?? req.socket.remoteAddress ?? null,
+      forwarded: forwardedFor !== undefined,
     };
     socket.on('error', () => socket.destroy());
     this.upgrade(req, socket, head, attempt, draining).catch((error: unknown) => this.refuse(socket, attempt, error));
@@ -148,6 +155,17 @@ export class TerminalService implements OnModuleDestroy {
           : `a WebSocket subprotocol is required: offer one of ${allowed.join(', ')} (offered: ${offered.protocols.join(', ') || 'none'})`,
         400,
       );
+    }
+    const holder = resume && 'id' in resume ? this.forwarding.holderOf(resume.id) : undefined;
+    if (resume && 'id' in resume && holder !== undefined) {
+      // Held by another replica: passed on to it, which checks everything again.
+      const o = { sessionId: resume.id, holder, clientAddress: attempt.clientAddress, forwarded: !!attempt.forwarded };
+      return this.forwarding.forward(req, socket, head, o).catch((error: unknown) => {
+        if (error instanceof GoneException) {
+          this.record(attempt, 410, { event: 'lost', session: resume.id, reason: error.message });
+        }
+        throw error;
+      });
     }
     if (resume && 'id' in resume) {
       // A resumption: the session holds its slot and its cluster side; only the client's socket is new.

@@ -245,7 +245,7 @@ describe('resumable terminal sessions', () => {
         }),
       );
       await conn.waitFor('5\n');
-      assert.match(screen.id, /^[A-Za-z0-9_-]{24}$/);
+      assert.match(screen.id, /^[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]{24}$/);
       assert.equal(screen.resumeSeconds, windowSeconds);
       for (const [i, needle] of ['40\n', '100\n', '170\n'].entries()) {
         await conn.waitFor(needle);
@@ -380,9 +380,14 @@ describe('resumable terminal sessions', () => {
     await cut(conn);
 
     const unknown = new Screen();
-    unknown.id = 'A'.repeat(24);
+    unknown.id = `${screen.id.split('.')[0]}.${'A'.repeat(24)}`;
     const gone = refusal(await connect(resumeUrl(query, unknown, 0), unknown, { headers: auth(me.token) }));
     assert.deepEqual([gone.status, /is unknown here/.test(gone.message)], [410, true], gone.message);
+    // An id naming a replica that is not registered (gone, or never was): lost, at once.
+    unknown.id = `nowhere0.${'A'.repeat(24)}`;
+    const lost = refusal(await connect(resumeUrl(query, unknown, 0), unknown, { headers: auth(me.token) }));
+    assert.equal(lost.status, 410);
+    assert.match(lost.message, /is lost: the replica holding it is gone/);
     const theirs = refusal(await connect(resumeUrl(query, screen), new Screen(), { headers: auth(other.token) }));
     assert.deepEqual([theirs.status, theirs.message], [403, `session '${screen.id}' is another user's`]);
     const anonymous = refusal(await connect(resumeUrl(query, screen), new Screen()));

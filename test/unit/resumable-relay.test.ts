@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { Caller } from '../../src/auth/caller.js';
 import type { AppConfig } from '../../src/config/config.js';
+import type { Replicas } from '../../src/database/replicas.js';
 import { ResumableSessions } from '../../src/terminal/resumable-sessions.js';
 import type { TerminalTarget } from '../../src/terminal/terminal-request.js';
 import { type SessionEnd, TerminalSession } from '../../src/terminal/terminal-session.js';
@@ -68,7 +69,12 @@ function watch(ws: WebSocket, screen: { bytes: number; out: string; hello?: stri
 
 /** A session held by the registry, as TerminalService.start builds it. */
 async function resumable(resumeMs: number, resumeBytes = 1024 * 1024) {
-  const registry = new ResumableSessions({ exec: { resumeMs, resumeBytes, maxSessions: 10 } } as AppConfig);
+  const registry = new ResumableSessions(
+    { exec: { resumeMs, resumeBytes, maxSessions: 10 } } as AppConfig,
+    {
+      id: 'replica1',
+    } as Replicas,
+  );
   const client = await wsPair();
   const upstream = await wsPair();
   const ends: SessionEnd[] = [];

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { offsetProblem, OutputRing, takeResumeQuery } from '../../src/terminal/resumable-sessions.js';
 
 /** A small seeded generator (mulberry32), so that a failure can be run again. */
@@ -123,7 +124,7 @@ describe('resumable sessions: the output ring and its offsets', () => {
     assert.deepEqual(takeResumeQuery(open), { open: true });
     assert.equal(open.search, '?command=sh&stdin=true', 'the cluster never sees them');
     assert.equal(takeResumeQuery(url('resumable=false')), undefined);
-    const id = 'A'.repeat(23) + '_';
+    const id = `replica1.${'A'.repeat(23)}_`;
     assert.deepEqual(takeResumeQuery(url(`resume=${id}&offset=1234`)), { id, offset: 1234 });
     const refusals: Array<[string, RegExp, string?]> = [
       ['resumable=yes', /resumable must be true or false/],
@@ -132,6 +133,7 @@ describe('resumable sessions: the output ring and its offsets', () => {
       [`resume=${id}&offset=-1`, /offset is required with resume/],
       [`resume=${id}&offset=1e3`, /offset is required with resume/],
       ['resume=short&offset=0', /resume must be the session id/],
+      [`resume=${'A'.repeat(24)}&offset=0`, /resume must be the session id/],
       [`resume=${id}&offset=0&resumable=true`, /takes the place of resumable=true/],
       ['offset=3', /offset is given only with resume/],
       ['resumable=true', /port-forward sessions are not resumable/, 'portforward'],
@@ -142,6 +144,35 @@ describe('resumable sessions: the output ring and its offsets', () => {
         (error: { getStatus(): number; getResponse(): { message: string[] } }) =>
           error.getStatus() === 400 && message.test(error.getResponse().message.join()),
         query,
+      );
+    }
+  });
+
+  test('configuration: the window, the ring, the replica address and secret', () => {
+    const exec = loadConfig({}).exec;
+    assert.deepEqual([exec.resumeMs, exec.resumeBytes, exec.replicaUrl], [60_000, 1024 * 1024, undefined]);
+    const secret = 's'.repeat(32);
+    const set = loadConfig({
+      CAS_SESSION_RESUME_SECONDS: '5',
+      CAS_SESSION_RESUME_BYTES: '4096',
+      CAS_REPLICA_URL: 'http://10.1.2.3:8080/',
+      CAS_REPLICA_SECRET: secret,
+    }).exec;
+    assert.deepEqual(
+      [set.resumeMs, set.resumeBytes, set.replicaUrl, set.replicaSecret],
+      [5000, 4096, 'http://10.1.2.3:8080', secret],
+    );
+    for (const [env, says] of [
+      [{ CAS_SESSION_RESUME_SECONDS: '0' }, /CAS_SESSION_RESUME_SECONDS must be an integer from 1 to 3600/],
+      [{ CAS_SESSION_RESUME_BYTES: '100' }, /CAS_SESSION_RESUME_BYTES must be an integer from 1024/],
+      [{ CAS_REPLICA_URL: 'http://10.1.2.3:8080' }, /CAS_REPLICA_SECRET is required with CAS_REPLICA_URL/],
+      [{ CAS_REPLICA_URL: 'ftp://x', CAS_REPLICA_SECRET: secret }, /CAS_REPLICA_URL must be an http\(s\) URL/],
+      [{ CAS_REPLICA_URL: 'http://x/api', CAS_REPLICA_SECRET: secret }, /with no path/],
+      [{ CAS_REPLICA_SECRET: 'short' }, /CAS_REPLICA_SECRET must be 32–512 characters/],
+    ] as const) {
+      assert.throws(
+        () => loadConfig(env),
+        (e: Error) => e instanceof ConfigError && says.test(e.message),
       );
     }
   });

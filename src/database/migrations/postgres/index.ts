@@ -14,6 +14,7 @@ import { UserCount1795410000000 } from './1795410000000-UserCount.js';
 import { AuditEventCount1795420000000 } from './1795420000000-AuditEventCount.js';
 import { ApiKeyNamesPerOwner1795420000001 } from './1795420000001-ApiKeyNamesPerOwner.js';
 import { AuditSessionDetail1795430000000 } from './1795430000000-AuditSessionDetail.js';
+import { Replicas1795440000000 } from './1795440000000-Replicas.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -33,4 +34,5 @@ export const POSTGRES_MIGRATIONS = [
   AuditEventCount1795420000000,
   ApiKeyNamesPerOwner1795420000001,
   AuditSessionDetail1795430000000,
+  Replicas1795440000000,
 ];

@@ -10,6 +10,7 @@ import { UserListIndexes1795353245680 } from './1795353245680-UserListIndexes.js
 import { AuditEventCount1795420000000 } from './1795420000000-AuditEventCount.js';
 import { ApiKeyNamesPerOwner1795420000001 } from './1795420000001-ApiKeyNamesPerOwner.js';
 import { AuditSessionDetail1795430000000 } from './1795430000000-AuditSessionDetail.js';
+import { Replicas1795440000000 } from './1795440000000-Replicas.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const SQLITE_MIGRATIONS = [
@@ -25,4 +26,5 @@ export const SQLITE_MIGRATIONS = [
   AuditEventCount1795420000000,
   ApiKeyNamesPerOwner1795420000001,
   AuditSessionDetail1795430000000,
+  Replicas1795440000000,
 ];
