@@ -2,7 +2,6 @@ import {
   BadRequestException,
   ForbiddenException,
   GoneException,
-  HttpException,
   Inject,
   Injectable,
   type OnModuleDestroy,
@@ -349,7 +348,8 @@ export class ResumableSessions implements OnModuleDestroy {
       bad(`session '${id}' speaks ${held.protocol}: offer that subprotocol to resume it`);
     }
     const problem = offsetProblem(held.ring, offset, id);
-    if (problem) throw new HttpException(problem.status === 400 ? [problem.message] : problem.message, problem.status);
+    if (problem?.status === 400) bad(problem.message);
+    if (problem) throw new GoneException(problem.message);
     return held.protocol;
   }
 

@@ -168,7 +168,7 @@ describe('resumable terminal sessions', () => {
   const auditRows = async (requestId: string) => {
     const res = await request(app.t.app, 'GET', '/api/v1/admin/audit', {
       token: app.admin,
-      query: { operation: 'execPod', size: '200' },
+      query: { operation: 'execPod', size: '100' },
     });
     return (res.body.events as Array<{ requestId: string; detail: Record<string, unknown> }>).filter(
       (e) => e.requestId === requestId,
