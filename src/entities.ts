@@ -7,6 +7,7 @@ import { RoleEntity } from './users/role.entity.js';
 import { UserEntity } from './users/user.entity.js';
 import { AppLockEntity } from './database/app-lock.entity.js';
 import { LeaseEntity } from './database/lease.entity.js';
+import { ReplicaEntity } from './database/replica.entity.js';
 
 /**
  * Every entity of the service, the features' and the database's own: the application module hands it to
@@ -23,4 +24,5 @@ export const ENTITIES = [
   LoginThrottleEntity,
   ClusterEntity,
   AuditEventEntity,
+  ReplicaEntity,
 ];

@@ -10,6 +10,7 @@ export const ERROR_DESCRIPTIONS: Record<number, string> = {
   404: 'Not found',
   406: '`Accept` names no media type the route answers in (the message names those it does), or the answer is too large to write in the one asked for',
   409: 'Conflicts with the current state',
+  410: 'Gone: what was asked for no longer exists',
   413: 'Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)',
   414: 'A path segment is too long',
   415: 'Unsupported request content type (send `application/json`)',
@@ -20,7 +21,7 @@ export const ERROR_DESCRIPTIONS: Record<number, string> = {
   504: 'The cluster did not answer in time',
 };
 
-export type ErrorStatus = 400 | 401 | 403 | 404 | 406 | 409 | 413 | 414 | 415 | 422 | 429 | 502 | 503 | 504;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 406 | 409 | 410 | 413 | 414 | 415 | 422 | 429 | 502 | 503 | 504;
 
 /**
  * Documents error responses of a route, all with the service's one error body

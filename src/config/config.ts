@@ -148,6 +148,14 @@ export interface ExecConfig {
   pingMs: number;
   /** `output`: each session's output is kept as an asciicast v2 recording with its audit row. */
   recording: 'off' | 'output';
+  /** How long a resumable session whose client dropped waits for it to come back (CAS_SESSION_RESUME_SECONDS). */
+  resumeMs: number;
+  /** The latest output bytes a resumable session keeps for a client that comes back (CAS_SESSION_RESUME_BYTES). */
+  resumeBytes: number;
+  /** This replica's address for the other replicas (CAS_REPLICA_URL): registered, so resumptions reach it. */
+  replicaUrl?: string;
+  /** The replicas' shared secret (CAS_REPLICA_SECRET): signs a resumption forwarded to the replica holding it. */
+  replicaSecret?: string;
 }
 
 export interface DebugConfig {
@@ -604,6 +612,9 @@ function execFrom(env: Env): ExecConfig {
     maxMs: integer(env, 'CAS_EXEC_MAX_SECONDS', 86400, 1, 30 * 86400) * 1000,
     pingMs: integer(env, 'CAS_EXEC_PING_SECONDS', 30, 1, 300) * 1000,
     recording,
+    resumeMs: integer(env, 'CAS_SESSION_RESUME_SECONDS', 60, 1, 3600) * 1000,
+    resumeBytes: integer(env, 'CAS_SESSION_RESUME_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    ...replicaFrom(env),
   };
 }
 
@@ -623,6 +634,30 @@ function debugFrom(env: Env): DebugConfig {
     nodeShellImage: image,
     sweepMs: integer(env, 'CAS_NODE_SHELL_SWEEP_SECONDS', 30, 1, 300) * 1000,
   };
+}
+
+function replicaFrom(env: Env): { replicaUrl?: string; replicaSecret?: string } {
+  const raw = env.CAS_REPLICA_URL || undefined;
+  const replicaSecret = env.CAS_REPLICA_SECRET || undefined;
+  if (replicaSecret !== undefined && (replicaSecret.length < 32 || replicaSecret.length > 512)) {
+    throw new ConfigError('CAS_REPLICA_SECRET must be 32–512 characters');
+  }
+  if (raw === undefined) return { replicaSecret };
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`CAS_REPLICA_URL must be an http(s) URL, got '${raw.slice(0, 200)}'`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/' || url.search || url.username) {
+    throw new ConfigError(`CAS_REPLICA_URL must be an http(s) URL with no path, got '${raw.slice(0, 200)}'`);
+  }
+  if (replicaSecret === undefined) {
+    throw new ConfigError(
+      "CAS_REPLICA_SECRET is required with CAS_REPLICA_URL: the replicas' shared secret for forwarded sessions",
+    );
+  }
+  return { replicaUrl: url.origin, replicaSecret };
 }
 
 function auditFrom(env: Env): AuditConfig {

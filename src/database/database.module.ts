@@ -5,6 +5,8 @@ import { dataSourceOptions } from './data-source.js';
 import { LeaseEntity } from './lease.entity.js';
 import { Leases } from './leases.js';
 import { LocalWrites } from './local-writes.js';
+import { ReplicaEntity } from './replica.entity.js';
+import { Replicas } from './replicas.js';
 import { Transactions } from './transactions.js';
 
 /** The data source (migrations run at start) and the database's own services; `entities` come from src/entities.ts. */
@@ -19,10 +21,10 @@ export class DatabaseModule {
           inject: [APP_CONFIG],
           useFactory: (config: AppConfig) => ({ ...dataSourceOptions(config, entities), migrationsRun: true }),
         }),
-        TypeOrmModule.forFeature([LeaseEntity]),
+        TypeOrmModule.forFeature([LeaseEntity, ReplicaEntity]),
       ],
-      providers: [Transactions, Leases, LocalWrites],
-      exports: [Transactions, Leases, LocalWrites],
+      providers: [Transactions, Leases, LocalWrites, Replicas],
+      exports: [Transactions, Leases, LocalWrites, Replicas],
     };
   }
 }

@@ -32,6 +32,19 @@ const LOW_WATER = 64 * 1024;
  */
 const TURN_BYTES = 64 * 1024;
 
+/** The reason a session ends with when the cluster closes it normally (the command ended). */
+export const COMMAND_ENDED = 'the command ended';
+
+/**
+ * What a resumable session adds (resumable-sessions.ts): it sees the cluster's messages before they are
+ * relayed, and decides whether a client that dropped (not a normal close) ends the session.
+ */
+export interface SessionKeeper {
+  fromCluster(data: Buffer): void;
+  /** True: the session stays open, without a client, until `attach` gives it another or the keeper ends it. */
+  clientDropped(): boolean;
+}
+
 /** How a session ended, for its audit row. */
 export interface SessionEnd {
   durationMs: number;
@@ -56,7 +69,14 @@ export interface SessionOptions {
   idleMs: number;
   maxMs: number;
   recording?: AsciicastRecording;
+  keeper?: SessionKeeper;
   onEnd(end: SessionEnd): void;
+}
+
+/** A message to the client, in the session's framing. */
+export interface ClientFrame {
+  data: Buffer | string;
+  binary: boolean;
 }
 
 /**
@@ -68,8 +88,9 @@ export interface SessionOptions {
  */
 export class TerminalSession implements OwnedStream {
   readonly kind = 'exec' as const;
-  readonly caller: Caller;
-  readonly secret: string;
+  /** The caller and credential of the client attached last (a resumed session is re-checked with the new one). */
+  caller: Caller;
+  secret: string;
   readonly cluster: ClusterConnection;
   readonly access: readonly AccessRequest[];
   private readonly startedAt = Date.now();
@@ -81,6 +102,9 @@ export class TerminalSession implements OwnedStream {
   private ended = false;
   private readonly base64: boolean;
   private readonly decoders: Map<number, StringDecoder> = textDecoders();
+  /** The client's socket; none while a resumable session waits for its client to come back. */
+  private client: WebSocket | undefined;
+  private readonly toClient: Relay;
 
   constructor(private readonly o: SessionOptions) {
     this.caller = o.caller;
@@ -88,11 +112,14 @@ export class TerminalSession implements OwnedStream {
     this.cluster = o.cluster;
     this.access = o.access;
     this.base64 = isBase64(o.protocol);
-    this.relay(o.client, o.upstream, (data) => this.fromClient(data));
-    this.relay(o.upstream, o.client, (data) => this.fromCluster(data));
-    o.client.on('close', (code, reason) => this.closed('client', code, reason.toString()));
+    this.client = o.client;
+    this.toClient = this.relay(
+      o.upstream,
+      () => this.client,
+      (data) => this.fromCluster(data),
+    );
+    this.wire(o.client);
     o.upstream.on('close', (code, reason) => this.closed('cluster', code, reason.toString()));
-    o.client.on('error', (error) => this.failed('client', error));
     o.upstream.on('error', (error) => this.failed('cluster', error));
     // The cluster may have gone while the client's upgrade completed.
     if (o.upstream.readyState !== WebSocket.OPEN) this.closed('cluster', 1006, 'the cluster connection failed');
@@ -101,15 +128,30 @@ export class TerminalSession implements OwnedStream {
   /** Ends the session for a reason of the service's: a Status on the error channel, then a close frame. */
   end(code: number, reason: string, message: string): void {
     if (this.ended) return;
-    const { client } = this.o;
-    if (this.o.kind !== 'portforward' && client.readyState === WebSocket.OPEN) {
+    const { client } = this;
+    if (this.o.kind !== 'portforward' && client?.readyState === WebSocket.OPEN) {
       const frame = channelMessage(ERROR, endStatus(this.o.protocol, code, reason, message), this.base64);
       client.send(frame.data, { binary: frame.binary });
     }
     this.finish(message);
     // 1001 (going away) when the service stops, so clients reconnect; otherwise 4000 + the HTTP status.
-    closeSocket(client, code === 503 ? 1001 : 4000 + code, message);
+    if (client) closeSocket(client, code === 503 ? 1001 : 4000 + code, message);
     closeSocket(this.o.upstream, 1000, 'the session has ended');
+  }
+
+  /**
+   * A resumable session's new client (resumable-sessions.ts decided it may have the session): `replay`
+   * (the output it missed) goes first, then the relay goes on. A client still attached (its connection
+   * silently dead) is cut off.
+   */
+  attach(client: WebSocket, replay: ClientFrame[], caller: Caller, secret: string): void {
+    this.detach();
+    this.caller = caller;
+    this.secret = secret;
+    this.client = client;
+    this.lastTraffic = Date.now();
+    for (const frame of replay) this.toClient.send(frame.data, frame.binary);
+    this.wire(client);
   }
 
   tick(now: number): void {
@@ -118,26 +160,53 @@ export class TerminalSession implements OwnedStream {
       this.end(408, 'Timeout', timeout);
     } else if (now - this.lastPing >= this.o.pingMs) {
       this.lastPing = now;
-      for (const ws of [this.o.client, this.o.upstream]) if (ws.readyState === WebSocket.OPEN) ws.ping();
+      for (const ws of [this.client, this.o.upstream]) if (ws?.readyState === WebSocket.OPEN) ws.ping();
     }
   }
 
-  private relay(from: WebSocket, to: WebSocket, observe: (data: Buffer) => void): void {
+  private wire(client: WebSocket): void {
+    this.relay(
+      client,
+      () => this.o.upstream,
+      (data) => this.fromClient(data),
+    );
+    // A socket replaced by a resumed client says nothing more about the session.
+    client.on('close', (code, reason) => {
+      if (client === this.client) this.closed('client', code, reason.toString());
+    });
+    client.on('error', (error) => {
+      if (client === this.client) this.failed('client', error);
+    });
+  }
+
+  /** The client is gone (or replaced): nothing more is read from it, and what was queued for it is forgotten. */
+  private detach(): void {
+    const old = this.client;
+    this.client = undefined;
+    if (!old) return;
+    old.removeAllListeners('message');
+    old.terminate();
+    this.toClient.reset();
+  }
+
+  private relay(from: WebSocket, target: () => WebSocket | undefined, observe: (data: Buffer) => void): Relay {
     let queued = 0;
     let blocked = false; // the other side has more than HIGH_WATER queued
     let yielding = false; // waiting for the next turn of the event loop
     let sinceYield = 0;
+    let generation = 0; // a new client: the old one's pending sends no longer count
     const resume = () => {
       if (!blocked && !yielding) from.resume();
     };
-    from.on('message', (raw: RawData, isBinary: boolean) => {
-      const data = Buffer.isBuffer(raw) ? raw : Buffer.concat(Array.isArray(raw) ? raw : [Buffer.from(raw)]);
-      this.lastTraffic = Date.now();
-      observe(data);
-      if (to.readyState !== WebSocket.OPEN) return;
-      queued += data.length;
-      to.send(data, { binary: isBinary }, () => {
-        queued -= data.length;
+    const send = (data: Buffer | string, binary: boolean) => {
+      const to = target();
+      if (to?.readyState !== WebSocket.OPEN) return;
+      const { length } = data;
+      const sentIn = generation;
+      queued += length;
+      to.send(data, { binary }, () => {
+        if (sentIn !== generation) return;
+        queued -= length;
         if (blocked && queued <= LOW_WATER) {
           blocked = false;
           resume();
@@ -147,6 +216,12 @@ export class TerminalSession implements OwnedStream {
         blocked = true;
         from.pause();
       }
+    };
+    from.on('message', (raw: RawData, isBinary: boolean) => {
+      const data = Buffer.isBuffer(raw) ? raw : Buffer.concat(Array.isArray(raw) ? raw : [Buffer.from(raw)]);
+      this.lastTraffic = Date.now();
+      observe(data);
+      send(data, isBinary);
       sinceYield += data.length;
       if (sinceYield >= TURN_BYTES && !yielding) {
         sinceYield = 0;
@@ -158,6 +233,15 @@ export class TerminalSession implements OwnedStream {
         });
       }
     });
+    return {
+      send,
+      reset: () => {
+        generation++;
+        queued = 0;
+        blocked = false;
+        resume();
+      },
+    };
   }
 
   private fromClient(data: Buffer): void {
@@ -178,6 +262,7 @@ export class TerminalSession implements OwnedStream {
 
   private fromCluster(data: Buffer): void {
     this.bytesOut += Math.max(0, data.length - 1);
+    this.o.keeper?.fromCluster(data);
     if (this.o.kind === 'portforward') return;
     const recording = this.o.recording;
     const needsChannel =
@@ -203,21 +288,26 @@ export class TerminalSession implements OwnedStream {
     if (side === 'cluster')
       return this.end(502, 'BadGateway', `the cluster sent a message over ${bound}; the session has ended`);
     if (this.ended) return;
+    this.client = undefined;
     this.finish(`the client sent a message over ${bound}: closed with 1009 (message too big)`);
     closeSocket(this.o.upstream, 1000, 'the session has ended');
   }
 
   private closed(side: 'client' | 'cluster', code: number, reason: string): void {
     if (this.ended) return;
-    const other = side === 'client' ? this.o.upstream : this.o.client;
+    const normal = code === 1000 || code === 1005;
     if (side === 'cluster') {
       // The command ended (a normal close), or the cluster broke the connection.
-      const normal = code === 1000 || code === 1005;
-      this.finish(normal ? 'the command ended' : `the cluster closed the session (${code} ${reason})`.trim());
-      closeSocket(other, normal ? 1000 : 1011, normal ? reason : 'the cluster broke the connection');
+      this.finish(normal ? COMMAND_ENDED : `the cluster closed the session (${code} ${reason})`.trim());
+      const { client } = this;
+      if (client) closeSocket(client, normal ? 1000 : 1011, normal ? reason : 'the cluster broke the connection');
+    } else if (!normal && this.o.keeper?.clientDropped()) {
+      // A resumable session outlives a dropped connection (not a close the client meant).
+      this.detach();
     } else {
+      this.client = undefined;
       this.finish('the client closed the session');
-      closeSocket(other, 1000, 'the client closed the session');
+      closeSocket(this.o.upstream, 1000, 'the client closed the session');
     }
   }
 
@@ -233,6 +323,13 @@ export class TerminalSession implements OwnedStream {
       recording: this.o.recording?.toString(),
     });
   }
+}
+
+interface Relay {
+  /** Sends to the other side, counted toward its backpressure. */
+  send(data: Buffer | string, binary: boolean): void;
+  /** The other side is a new socket: nothing is queued toward it. */
+  reset(): void;
 }
 
 /** Why a session's clock ends it now (its maximum duration, or no traffic for the idle limit), if it does. */

@@ -37,6 +37,27 @@ const Upgrade = (kind: TerminalKind) =>
           BOOLEAN_QUERY('stdout', 'Return stdout (channel 1)'),
           BOOLEAN_QUERY('stderr', 'Return stderr (channel 2; not with tty)'),
           BOOLEAN_QUERY('tty', 'Allocate a terminal (resize on channel 4)'),
+          BOOLEAN_QUERY(
+            'resumable',
+            'Make the session resumable: the first message is then a text message ' +
+              '`{"session": "<id>", "resumeSeconds": N}`, and a dropped connection (anything but a close with 1000) ' +
+              'leaves the session open for `resumeSeconds` (docs/TERMINAL.md, Resuming a session)',
+          ),
+          ApiQuery({
+            name: 'resume',
+            required: false,
+            type: String,
+            description:
+              'Resume the session with this id (in place of `resumable=true`, with the same route and query): ' +
+              'the output after `offset`, then live output. 410 when the session has ended or the output after ' +
+              "`offset` is no longer kept; 403 when it is another user's",
+          }),
+          ApiQuery({
+            name: 'offset',
+            required: false,
+            schema: { type: 'integer', minimum: 0 },
+            description: 'With `resume`: the bytes of output received on channels 1 and 2 together',
+          }),
         ]),
     ApiResponse({
       status: 101,
@@ -47,7 +68,19 @@ const Upgrade = (kind: TerminalKind) =>
         '<token, base64url without padding>`, ' +
         "or the session cookie (only from the service's own origin or `CORS_ORIGINS`).",
     }),
-    ApiErrors(400, 401, 403, 404, 409, 429, 502, 504),
+    ApiErrors(
+      400,
+      401,
+      403,
+      404,
+      409,
+      ...(kind === 'portforward'
+        ? []
+        : [{ 410: 'The session to resume has ended, or the output after `offset` is no longer kept' }]),
+      429,
+      502,
+      504,
+    ),
   );
 
 function upgradeRequired(kind: TerminalKind): never {

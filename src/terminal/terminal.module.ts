@@ -5,13 +5,15 @@ import { ClustersModule } from '../clusters/clusters.module.js';
 import { DebugModule } from '../debug/debug.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
 import { TerminalController } from './terminal.controller.js';
+import { ResumableSessions } from './resumable-sessions.js';
+import { SessionForwarding } from './session-forwarding.js';
 import { TerminalService } from './terminal.service.js';
 
 /** Exec, attach and port-forward over WebSocket (CONTRACT §12); the edge hands it every upgrade. */
 @Module({
   imports: [AuthModule, ClustersModule, StreamsModule, AuditModule, DebugModule],
   controllers: [TerminalController],
-  providers: [TerminalService],
+  providers: [TerminalService, ResumableSessions, SessionForwarding],
   exports: [TerminalService],
 })
 export class TerminalModule {}

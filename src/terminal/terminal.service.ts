@@ -1,6 +1,7 @@
 import {
   BadGatewayException,
   ForbiddenException,
+  GoneException,
   HttpException,
   Inject,
   Injectable,
@@ -27,6 +28,8 @@ import { kubeStatus } from '../kube/kube-status.js';
 import { StreamOwner } from '../streams/stream-owner.js';
 import { isNodeShellPath, NodeShellService } from '../debug/node-shell.service.js';
 import { AsciicastRecording } from './recording.js';
+import { ResumableSessions, type ResumeRequest, takeResumeQuery } from './resumable-sessions.js';
+import { SessionForwarding } from './session-forwarding.js';
 import { isTerminalPath, parseTarget, type TerminalTarget, upstreamPath } from './terminal-request.js';
 import { SpdyRelay } from './spdy-relay.js';
 import {
@@ -53,6 +56,8 @@ interface Attempt {
   clientAddress: string | null;
   /** The audit rows' operation when it is not the target's (a node shell). */
   operation?: string;
+  /** Forwarded by another replica (signed with CAS_REPLICA_SECRET): `clientAddress` is the one it vouched for. */
+  forwarded?: boolean;
 }
 
 /**
@@ -85,6 +90,8 @@ export class TerminalService implements OnModuleDestroy {
     private readonly streams: StreamOwner,
     private readonly audit: AuditService,
     private readonly nodeShells: NodeShellService,
+    private readonly resumable: ResumableSessions,
+    private readonly forwarding: SessionForwarding,
   ) {
     this.ownOrigins = new Set([new URL(config.kube.publicUrl).origin, ...config.corsOrigins]);
   }
@@ -92,10 +99,12 @@ export class TerminalService implements OnModuleDestroy {
   /** The Node server's `upgrade` event. `draining`: the service is shutting down (503). */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, draining: boolean): void {
     const header = req.headers['x-request-id'];
+    const forwardedFor = this.forwarding.forwardedFor(req);
     const attempt: Attempt = {
       requestId: typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID(),
       path: 'rest',
-      clientAddress: req.socket.remoteAddress ?? null,
+      clientAddress: forwardedFor ?? req.socket.remoteAddress ?? null,
+      forwarded: forwardedFor !== undefined,
     };
     socket.on('error', () => socket.destroy());
     this.upgrade(req, socket, head, attempt, draining).catch((error: unknown) => this.refuse(socket, attempt, error));
@@ -140,6 +149,7 @@ export class TerminalService implements OnModuleDestroy {
         ...{ requestId: attempt.requestId, clientAddress: attempt.clientAddress },
       });
     }
+    const resume = path === 'rest' ? takeResumeQuery(url) : undefined;
     const target = parseTarget(url, path === 'rest' ? req.headers['x-cluster-name'] : undefined, spdy);
     attempt.target = target;
     const access: AccessRequest = {
@@ -163,6 +173,22 @@ export class TerminalService implements OnModuleDestroy {
       );
     }
     this.authorizer.require(caller, access);
+    const holder = resume && 'id' in resume ? this.forwarding.holderOf(resume.id) : undefined;
+    if (resume && 'id' in resume && holder !== undefined) {
+      // Held by another replica: passed on to it, which checks everything again.
+      const o = { sessionId: resume.id, holder, clientAddress: attempt.clientAddress, forwarded: !!attempt.forwarded };
+      return this.forwarding.forward(req, socket, head, o).catch((error: unknown) => {
+        if (error instanceof GoneException) {
+          this.record(attempt, 410, { event: 'lost', session: resume.id, reason: error.message });
+        }
+        throw error;
+      });
+    }
+    if (resume && 'id' in resume) {
+      // A resumption: the session holds its slot and its cluster side; only the client's socket is new.
+      (req as AgreedRequest)[AGREED] = this.resumable.check(resume, caller, target, protocols);
+      return this.wss.handleUpgrade(req, socket, head, (ws) => this.resumable.attach(resume, ws, caller, secret));
+    }
     const ticket = this.streams.admit(caller, 'exec');
     if (spdy) {
       try {
@@ -203,7 +229,7 @@ export class TerminalService implements OnModuleDestroy {
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         socket.removeListener('close', abandoned);
         if (!this.pending.delete(upstream)) return ws.terminate();
-        this.start({ ws, upstream, chosen, caller, secret, conn, access, target, attempt, ticket });
+        this.start({ ws, upstream, chosen, caller, secret, conn, access, target, attempt, ticket, resume });
       });
     } catch (error) {
       ticket.release();
@@ -299,8 +325,11 @@ export class TerminalService implements OnModuleDestroy {
     target: TerminalTarget;
     attempt: Attempt;
     ticket: ReturnType<StreamOwner['admit']>;
+    resume?: ResumeRequest;
   }): void {
     const { target } = o;
+    // Asked for `resumable=true`: its id is the client's first message, before any output.
+    const kept = o.resume ? this.resumable.keep(o.ws, { ...o, protocol: o.chosen }) : undefined;
     const recording =
       this.config.exec.recording === 'output' && target.kind !== 'portforward'
         ? new AsciicastRecording(`${target.cluster}/${target.namespace}/${target.pod} ${target.kind}`)
@@ -320,12 +349,20 @@ export class TerminalService implements OnModuleDestroy {
       idleMs: exec.idleMs,
       maxMs: exec.maxMs,
       recording,
+      keeper: kept?.keeper,
       onEnd: (end: SessionEnd) => {
         this.streams.release(session);
         const { recording: cast, ...facts } = end;
-        this.record(o.attempt, 101, { event: 'end', kind: target.kind, ...facts, recording: cast !== undefined }, cast);
+        const resumable = kept?.ended(end);
+        this.record(
+          o.attempt,
+          101,
+          { event: 'end', kind: target.kind, ...facts, ...resumable, recording: cast !== undefined },
+          cast,
+        );
       },
     });
+    kept?.bind(session);
     this.streams.own(session, o.ticket);
     o.upstream.resume();
   }

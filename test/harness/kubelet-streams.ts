@@ -8,6 +8,9 @@
 // No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep,
 // `sh -c <line>`, `sh`, a tiny line shell confined to a temporary directory, and `test -d` and `tar`
 // for `kubectl cp`); `attach` joins a line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
+// No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep, count,
+// `sh -c <line>`, and `sh`, a tiny line shell confined to a temporary directory); `attach` joins a
+// line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
 // server the test starts.
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
@@ -353,6 +356,14 @@ export async function runCommand(session: Session, argv: string[]): Promise<numb
       // A node shell (`nsenter -t 1 -m -u -i -n -p -- sh -l`): the command after `--`, here.
       const at = args.indexOf('--');
       return at < 0 ? 1 : runCommand(session, args.slice(at + 1));
+    case 'count': {
+      // `count N [ms] [both]`: the lines 1…N, one message each, every `ms`; with `both` the even ones on stderr.
+      const [n, ms] = [Math.min(Number(args[0]) || 0, 1_000_000), Math.min(Number(args[1]) || 0, 60_000)];
+      for (let i = 1; i <= n && session.channels.open; i++) {
+        await session.channels.send(args[2] === 'both' && i % 2 === 0 ? 2 : 1, `${i}${nl}`);
+        if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+      }
+      return 0;
     }
     case 'sh':
     case '/bin/sh':

@@ -6704,6 +6704,18 @@ export type ExecPodData = {
          * Allocate a terminal (resize on channel 4)
          */
         tty?: boolean;
+        /**
+         * Make the session resumable: the first message is then a text message `{"session": "<id>", "resumeSeconds": N}`, and a dropped connection (anything but a close with 1000) leaves the session open for `resumeSeconds` (docs/TERMINAL.md, Resuming a session)
+         */
+        resumable?: boolean;
+        /**
+         * Resume the session with this id (in place of `resumable=true`, with the same route and query): the output after `offset`, then live output. 410 when the session has ended or the output after `offset` is no longer kept; 403 when it is another user's
+         */
+        resume?: string;
+        /**
+         * With `resume`: the bytes of output received on channels 1 and 2 together
+         */
+        offset?: number;
     };
     url: '/api/v1/pods/{namespace}/{name}/exec';
 };
@@ -6733,6 +6745,10 @@ export type ExecPodErrors = {
      * Conflicts with the current state
      */
     409: ErrorResponseDto;
+    /**
+     * The session to resume has ended, or the output after `offset` is no longer kept
+     */
+    410: ErrorResponseDto;
     /**
      * A path segment is too long
      */
@@ -6801,6 +6817,18 @@ export type AttachPodData = {
          * Allocate a terminal (resize on channel 4)
          */
         tty?: boolean;
+        /**
+         * Make the session resumable: the first message is then a text message `{"session": "<id>", "resumeSeconds": N}`, and a dropped connection (anything but a close with 1000) leaves the session open for `resumeSeconds` (docs/TERMINAL.md, Resuming a session)
+         */
+        resumable?: boolean;
+        /**
+         * Resume the session with this id (in place of `resumable=true`, with the same route and query): the output after `offset`, then live output. 410 when the session has ended or the output after `offset` is no longer kept; 403 when it is another user's
+         */
+        resume?: string;
+        /**
+         * With `resume`: the bytes of output received on channels 1 and 2 together
+         */
+        offset?: number;
     };
     url: '/api/v1/pods/{namespace}/{name}/attach';
 };
@@ -6830,6 +6858,10 @@ export type AttachPodErrors = {
      * Conflicts with the current state
      */
     409: ErrorResponseDto;
+    /**
+     * The session to resume has ended, or the output after `offset` is no longer kept
+     */
+    410: ErrorResponseDto;
     /**
      * A path segment is too long
      */

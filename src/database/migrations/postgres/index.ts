@@ -15,6 +15,7 @@ import { AuditEventCount1795420000000 } from './1795420000000-AuditEventCount.js
 import { ApiKeyNamesPerOwner1795420000001 } from './1795420000001-ApiKeyNamesPerOwner.js';
 import { AuditSessionDetail1795430000000 } from './1795430000000-AuditSessionDetail.js';
 import { AuditObjectStatusIndexes1795446410000 } from './1795446410000-AuditObjectStatusIndexes.js';
+import { Replicas1795440000000 } from './1795440000000-Replicas.js';
 
 /** In order. New migrations are generated with `npm run migration:generate` and added here. */
 export const POSTGRES_MIGRATIONS = [
@@ -35,4 +36,5 @@ export const POSTGRES_MIGRATIONS = [
   ApiKeyNamesPerOwner1795420000001,
   AuditSessionDetail1795430000000,
   AuditObjectStatusIndexes1795446410000,
+  Replicas1795440000000,
 ];
