@@ -19,7 +19,7 @@ import { type AccessRequest, Authorizer } from '../access/authorizer.js';
 import { NODE_SHELL } from '../access/rules.js';
 import type { AuditRow } from '../audit/audit-row.js';
 import { AuditService } from '../audit/audit.service.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ClusterEntity } from '../clusters/cluster.entity.js';
 import { clusterNameOf } from '../clusters/cluster-name.js';
 import type { ClusterConnection } from '../clusters/cluster-connection.js';

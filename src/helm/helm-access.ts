@@ -1,7 +1,7 @@
 import { ForbiddenException, Injectable } from '@nestjs/common';
 import { Authorizer, type Verb } from '../access/authorizer.js';
 import { ANY, coversName, coversResource, coversVerb, HELM_RELEASES } from '../access/rules.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ClusterAccessReview } from '../clusters/gateway/access-review.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 

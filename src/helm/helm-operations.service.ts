@@ -15,7 +15,7 @@ import { stringify } from 'yaml';
 import { ApplyService } from '../apply/apply.service.js';
 import type { ApplyQueryDto } from '../apply/dto/apply.dto.js';
 import type { Verb } from '../access/authorizer.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import type { ClusterClient } from '../clusters/gateway/cluster-client.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import type { ListCache } from '../lists/list-cache.js';

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
 import { ApiKeysService } from '../auth/api-keys.service.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 
 /** What a Helm process answered. */

@@ -24,9 +24,9 @@ import {
   getSchemaPath,
 } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
-import { noteAudit } from '../audit/audit-facts.js';
+import { noteAudit } from '../common/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { ApiErrors } from '../common/api-errors.js';
 import {
   HelmDiffDto,

@@ -8,7 +8,7 @@ import {
 } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
-import type { Caller } from '../auth/caller.js';
+import type { Caller } from '../access/caller.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { Replicas } from '../database/replicas.js';
 import { channelMessage, channelOf, ERROR, isBase64, STDERR, STDOUT } from './terminal-protocol.js';

@@ -5,12 +5,10 @@
 // channel before each message; 0 stdin, 1 stdout, 2 stderr, 3 error (v4: a Status with the exit
 // code), 4 resize. SPDY/3.1 (kubectl 1.20) is served by kubelet-spdy.ts with the same sessions.
 //
-// No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep,
-// `sh -c <line>`, `sh`, a tiny line shell confined to a temporary directory, and `test -d` and `tar`
-// for `kubectl cp`); `attach` joins a line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
 // No program of the host ever runs. `exec` knows a fixed set of harmless commands (echo, cat, sleep, count,
-// `sh -c <line>`, and `sh`, a tiny line shell confined to a temporary directory); `attach` joins a
-// line shell of the container. Port-forward relays each stream to 127.0.0.1:<port>, a loopback
+// `sh -c <line>`, `sh`, a tiny line shell confined to a temporary directory, `nsenter … -- <command>` for
+// node shells, and `test -d` and `tar` for `kubectl cp`); `attach` joins a line shell of the container.
+// Port-forward relays each stream to 127.0.0.1:<port>, a loopback
 // server the test starts.
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
@@ -356,6 +354,7 @@ export async function runCommand(session: Session, argv: string[]): Promise<numb
       // A node shell (`nsenter -t 1 -m -u -i -n -p -- sh -l`): the command after `--`, here.
       const at = args.indexOf('--');
       return at < 0 ? 1 : runCommand(session, args.slice(at + 1));
+    }
     case 'count': {
       // `count N [ms] [both]`: the lines 1…N, one message each, every `ms`; with `both` the even ones on stderr.
       const [n, ms] = [Math.min(Number(args[0]) || 0, 1_000_000), Math.min(Number(args[1]) || 0, 60_000)];

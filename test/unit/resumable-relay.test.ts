@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocket, WebSocketServer } from 'ws';
-import type { Caller } from '../../src/auth/caller.js';
+import type { Caller } from '../../src/access/caller.js';
 import type { AppConfig } from '../../src/config/config.js';
 import type { Replicas } from '../../src/database/replicas.js';
 import { ResumableSessions } from '../../src/terminal/resumable-sessions.js';
