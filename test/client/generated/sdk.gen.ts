@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ApplyResourcesData, ApplyResourcesErrors, ApplyResourcesResponses, AttachPodData, AttachPodErrors, AttachPodResponses, CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DebugPodData, DebugPodErrors, DebugPodResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, ExecPodData, ExecPodErrors, ExecPodResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetAuditRecordingData, GetAuditRecordingErrors, GetAuditRecordingResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, NodeShellData, NodeShellErrors, NodeShellResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PortForwardPodData, PortForwardPodErrors, PortForwardPodResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, SearchResourcesData, SearchResourcesErrors, SearchResourcesResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses } from './types.gen.js';
+import type { ApplyResourcesData, ApplyResourcesErrors, ApplyResourcesResponses, AttachPodData, AttachPodErrors, AttachPodResponses, CheckPermissionData, CheckPermissionErrors, CheckPermissionResponses, CompleteOidcLoginData, CompleteOidcLoginErrors, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateClusterData, CreateClusterErrors, CreateClusterResponses, CreateKubeconfigData, CreateKubeconfigErrors, CreateKubeconfigResponses, CreateOwnApiKeyData, CreateOwnApiKeyErrors, CreateOwnApiKeyResponses, CreateResourceData, CreateResourceErrors, CreateResourceResponses, CreateRoleData, CreateRoleErrors, CreateRoleResponses, CreateSuperUserData, CreateSuperUserErrors, CreateSuperUserResponses, CreateUserData, CreateUserErrors, CreateUserResponses, DebugPodData, DebugPodErrors, DebugPodResponses, DeleteApiKeyData, DeleteApiKeyErrors, DeleteApiKeyResponses, DeleteClusterData, DeleteClusterErrors, DeleteClusterResponses, DeleteKubernetesApiData, DeleteKubernetesApiErrors, DeleteKubernetesApiResponses, DeleteOwnApiKeyData, DeleteOwnApiKeyErrors, DeleteOwnApiKeyResponses, DeleteResourceData, DeleteResourceErrors, DeleteResourceResponses, DeleteRoleData, DeleteRoleErrors, DeleteRoleResponses, DeleteUserData, DeleteUserErrors, DeleteUserResponses, DiffHelmReleaseData, DiffHelmReleaseErrors, DiffHelmReleaseResponses, ExecPodData, ExecPodErrors, ExecPodResponses, GetApiKeyData, GetApiKeyErrors, GetApiKeyResponses, GetApiResourceSchemaData, GetApiResourceSchemaErrors, GetApiResourceSchemaResponses, GetAuditRecordingData, GetAuditRecordingErrors, GetAuditRecordingResponses, GetClusterData, GetClusterErrors, GetClusterResponses, GetCurrentUserData, GetCurrentUserErrors, GetCurrentUserResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetHelmReleaseData, GetHelmReleaseErrors, GetHelmReleaseResponses, GetHelmReleaseRevisionData, GetHelmReleaseRevisionErrors, GetHelmReleaseRevisionResponses, GetKubernetesApiData, GetKubernetesApiErrors, GetKubernetesApiResponses, GetMyPermissionsData, GetMyPermissionsErrors, GetMyPermissionsResponses, GetNodeMetricsData, GetNodeMetricsErrors, GetNodeMetricsResponses, GetOwnApiKeyData, GetOwnApiKeyErrors, GetOwnApiKeyResponses, GetPodLogData, GetPodLogErrors, GetPodLogResponses, GetPodMetricsData, GetPodMetricsErrors, GetPodMetricsResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetResourceData, GetResourceErrors, GetResourceResponses, GetRoleData, GetRoleErrors, GetRoleResponses, GetSubresourceData, GetSubresourceErrors, GetSubresourceResponses, GetUserData, GetUserErrors, GetUserResponses, ImportClustersData, ImportClustersErrors, ImportClustersResponses, InstallHelmReleaseData, InstallHelmReleaseErrors, InstallHelmReleaseResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListApiResourcesData, ListApiResourcesErrors, ListApiResourcesResponses, ListAuditEventsData, ListAuditEventsErrors, ListAuditEventsResponses, ListAuthProvidersData, ListAuthProvidersErrors, ListAuthProvidersResponses, ListAvailableClustersData, ListAvailableClustersErrors, ListAvailableClustersResponses, ListClusterNamespacesData, ListClusterNamespacesErrors, ListClusterNamespacesResponses, ListClustersData, ListClustersErrors, ListClustersResponses, ListHelmReleaseHistoryData, ListHelmReleaseHistoryErrors, ListHelmReleaseHistoryResponses, ListHelmReleasesData, ListHelmReleasesErrors, ListHelmReleasesResponses, ListMetricLabelsData, ListMetricLabelsErrors, ListMetricLabelsResponses, ListMetricLabelValuesData, ListMetricLabelValuesErrors, ListMetricLabelValuesResponses, ListMetricSeriesData, ListMetricSeriesErrors, ListMetricSeriesResponses, ListObjectEventsData, ListObjectEventsErrors, ListObjectEventsResponses, ListOwnApiKeysData, ListOwnApiKeysErrors, ListOwnApiKeysResponses, ListResourcesData, ListResourcesErrors, ListResourcesResponses, ListRolesData, ListRolesErrors, ListRolesResponses, ListUsersData, ListUsersErrors, ListUsersResponses, LoginData, LoginErrors, LoginResponses, LogoutData, LogoutErrors, LogoutResponses, NodeShellData, NodeShellErrors, NodeShellResponses, PatchKubernetesApiData, PatchKubernetesApiErrors, PatchKubernetesApiResponses, PatchResourceData, PatchResourceErrors, PatchResourceResponses, PatchSubresourceData, PatchSubresourceErrors, PatchSubresourceResponses, PortForwardPodData, PortForwardPodErrors, PortForwardPodResponses, PostKubernetesApiData, PostKubernetesApiErrors, PostKubernetesApiResponses, PutKubernetesApiData, PutKubernetesApiErrors, PutKubernetesApiResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsRangeData, QueryMetricsRangeErrors, QueryMetricsRangeResponses, QueryMetricsResponses, ReplaceResourceData, ReplaceResourceErrors, ReplaceResourceResponses, ReplaceSubresourceData, ReplaceSubresourceErrors, ReplaceSubresourceResponses, ResetUserPasswordData, ResetUserPasswordErrors, ResetUserPasswordResponses, RollbackHelmReleaseData, RollbackHelmReleaseErrors, RollbackHelmReleaseResponses, SearchResourcesData, SearchResourcesErrors, SearchResourcesResponses, SetUserEnabledData, SetUserEnabledErrors, SetUserEnabledResponses, SetUserRolesData, SetUserRolesErrors, SetUserRolesResponses, StartOidcLoginData, StartOidcLoginErrors, UninstallHelmReleaseData, UninstallHelmReleaseErrors, UninstallHelmReleaseResponses, UpdateClusterData, UpdateClusterErrors, UpdateClusterResponses, UpdateRoleData, UpdateRoleErrors, UpdateRoleResponses, UpdateUserData, UpdateUserErrors, UpdateUserResponses, UpgradeHelmReleaseData, UpgradeHelmReleaseErrors, UpgradeHelmReleaseResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -17,55 +17,6 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
      */
     meta?: Record<string, unknown>;
 };
-
-/**
- * The caller's effective rules on one cluster.
- *
- * The caller's effective rules on one cluster.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const getMyPermissions = <ThrowOnError extends boolean = false>(options: Options<GetMyPermissionsData, ThrowOnError>) => (options.client ?? client).get<GetMyPermissionsResponses, GetMyPermissionsErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/auth/me/permissions',
-    ...options
-});
-
-/**
- * Whether the caller may do one thing, and why (the 403 or 400 message a route would give).
- *
- * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
- * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
- * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
- * namespace answer `allowed: false` saying so.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const checkPermission = <ThrowOnError extends boolean = false>(options: Options<CheckPermissionData, ThrowOnError>) => (options.client ?? client).post<CheckPermissionResponses, CheckPermissionErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/auth/can-i',
-    ...options,
-    headers: {
-        'Content-Type': 'application/json',
-        ...options.headers
-    }
-});
 
 /**
  * Creates the first user, an admin.
@@ -818,6 +769,31 @@ export const listAvailableClusters = <ThrowOnError extends boolean = false>(opti
 });
 
 /**
+ * The namespaces of the cluster the caller can reach, each with the verbs it holds there: what a console's namespace picker shows, also to a person who may not list namespaces.
+ *
+ * The namespaces of the cluster the caller can reach, each with the verbs it holds there: what a
+ * console's namespace picker shows, also to a person who may not list namespaces. The caller's rules
+ * decide; on an impersonating cluster the cluster's own RBAC for the person (a SelfSubjectRulesReview
+ * per namespace, reused for 5 s) must grant the verb too, on a type the rules cover. Any caller with a
+ * rule on the cluster; at most 10,000 namespaces are looked at.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const listClusterNamespaces = <ThrowOnError extends boolean = false>(options: Options<ListClusterNamespacesData, ThrowOnError>) => (options.client ?? client).get<ListClusterNamespacesResponses, ListClusterNamespacesErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/clusters/{name}/namespaces',
+    ...options
+});
+
+/**
  * Liveness: the process is up.
  *
  * Liveness: the process is up.
@@ -1168,6 +1144,55 @@ export const searchResources = <ThrowOnError extends boolean = false>(options: O
 });
 
 /**
+ * The caller's effective rules on one cluster.
+ *
+ * The caller's effective rules on one cluster.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const getMyPermissions = <ThrowOnError extends boolean = false>(options: Options<GetMyPermissionsData, ThrowOnError>) => (options.client ?? client).get<GetMyPermissionsResponses, GetMyPermissionsErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/auth/me/permissions',
+    ...options
+});
+
+/**
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give).
+ *
+ * Whether the caller may do one thing, and why (the 403 or 400 message a route would give). The
+ * type and its scope are resolved through the cluster's discovery as the routes resolve them: an
+ * unknown type, a namespace on a cluster-scoped type, `log` on anything but pods or `metrics` with a
+ * namespace answer `allowed: false` saying so.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const checkPermission = <ThrowOnError extends boolean = false>(options: Options<CheckPermissionData, ThrowOnError>) => (options.client ?? client).post<CheckPermissionResponses, CheckPermissionErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/auth/can-i',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
  * Applies one or many documents by server-side apply, as kubectl apply --server-side does: Namespaces and CustomResourceDefinitions first (a kind whose CRD is applied in the same request is usable once the cluster serves it), each document authorized as create (absent) or patch (present).
  *
  * Applies one or many documents by server-side apply, as `kubectl apply --server-side` does: Namespaces and
@@ -1190,6 +1215,212 @@ export const applyResources = <ThrowOnError extends boolean = false>(options: Op
         }
     ],
     url: '/api/v1/apply',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * The latest revision of each release the caller may read (list on helmreleases), paged, sorted and searched; with _all, across the namespaces the caller may read.
+ *
+ * The latest revision of each release the caller may read (`list` on `helmreleases`), paged, sorted and
+ * searched; with `_all`, across the namespaces the caller may read.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const listHelmReleases = <ThrowOnError extends boolean = false>(options: Options<ListHelmReleasesData, ThrowOnError>) => (options.client ?? client).get<ListHelmReleasesResponses, ListHelmReleasesErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}',
+    ...options
+});
+
+/**
+ * Installs a release with the real Helm (create on helmreleases; each object Helm writes is authorized as the caller): a chart from an https chart repository (JSON), or an uploaded chart archive.
+ *
+ * Installs a release with the real Helm (`create` on `helmreleases`; each object Helm writes is authorized as
+ * the caller): a chart from an https chart repository (JSON), or an uploaded chart archive. `dryRun` renders it
+ * and shows each object against the live one; nothing changes.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const installHelmRelease = <ThrowOnError extends boolean = false>(options: Options<InstallHelmReleaseData, ThrowOnError>) => (options.client ?? client).post<InstallHelmReleaseResponses, InstallHelmReleaseErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Uninstalls a release (delete on helmreleases); keepHistory keeps its revisions (status uninstalled).
+ *
+ * Uninstalls a release (`delete` on `helmreleases`); `keepHistory` keeps its revisions (status `uninstalled`).
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const uninstallHelmRelease = <ThrowOnError extends boolean = false>(options: Options<UninstallHelmReleaseData, ThrowOnError>) => (options.client ?? client).delete<UninstallHelmReleaseResponses, UninstallHelmReleaseErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}/{name}',
+    ...options
+});
+
+/**
+ * The latest revision of a release: values, computed values, manifest and its objects, notes, hooks, chart, info.
+ *
+ * The latest revision of a release: values, computed values, manifest and its objects, notes, hooks, chart, info.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const getHelmRelease = <ThrowOnError extends boolean = false>(options: Options<GetHelmReleaseData, ThrowOnError>) => (options.client ?? client).get<GetHelmReleaseResponses, GetHelmReleaseErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}/{name}',
+    ...options
+});
+
+/**
+ * Upgrades a release (update on helmreleases): with new values (reuseValues merges them over the last ones), and a chart from a repository, an uploaded archive, or else the release's own chart as Helm stored it.
+ *
+ * Upgrades a release (`update` on `helmreleases`): with new values (`reuseValues` merges them over the last
+ * ones), and a chart from a repository, an uploaded archive, or else the release's own chart as Helm stored it.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const upgradeHelmRelease = <ThrowOnError extends boolean = false>(options: Options<UpgradeHelmReleaseData, ThrowOnError>) => (options.client ?? client).put<UpgradeHelmReleaseResponses, UpgradeHelmReleaseErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}/{name}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * One revision of a release, as getHelmRelease shows the latest.
+ *
+ * One revision of a release, as `getHelmRelease` shows the latest.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const getHelmReleaseRevision = <ThrowOnError extends boolean = false>(options: Options<GetHelmReleaseRevisionData, ThrowOnError>) => (options.client ?? client).get<GetHelmReleaseRevisionResponses, GetHelmReleaseRevisionErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}/{name}/revisions/{revision}',
+    ...options
+});
+
+/**
+ * Every revision Helm keeps of the release, newest first, as helm history lists them.
+ *
+ * Every revision Helm keeps of the release, newest first, as `helm history` lists them.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const listHelmReleaseHistory = <ThrowOnError extends boolean = false>(options: Options<ListHelmReleaseHistoryData, ThrowOnError>) => (options.client ?? client).get<ListHelmReleaseHistoryResponses, ListHelmReleaseHistoryErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}/{name}/history',
+    ...options
+});
+
+/**
+ * What changed between two revisions: per object of the manifests a unified diff (added, removed, changed; a Secret's values shown as ***), and a diff of the user-supplied values.
+ *
+ * What changed between two revisions: per object of the manifests a unified diff (added, removed, changed; a
+ * Secret's values shown as `***`), and a diff of the user-supplied values.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const diffHelmRelease = <ThrowOnError extends boolean = false>(options: Options<DiffHelmReleaseData, ThrowOnError>) => (options.client ?? client).get<DiffHelmReleaseResponses, DiffHelmReleaseErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}/{name}/diff',
+    ...options
+});
+
+/**
+ * Rolls a release back to a revision (update on helmreleases), as helm rollback: a new revision Rollback to N.
+ *
+ * Rolls a release back to a revision (`update` on `helmreleases`), as `helm rollback`: a new revision `Rollback to N`.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const rollbackHelmRelease = <ThrowOnError extends boolean = false>(options: Options<RollbackHelmReleaseData, ThrowOnError>) => (options.client ?? client).post<RollbackHelmReleaseResponses, RollbackHelmReleaseErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/helm/releases/{namespace}/{name}/rollback',
     ...options,
     headers: {
         'Content-Type': 'application/json',
@@ -1267,7 +1498,7 @@ export const listMetricSeries = <ThrowOnError extends boolean = false>(options: 
  *
  * Needs a signed-in user or an API key with a role.
  */
-export const listMetricLabels = <ThrowOnError extends boolean = false>(options: Options<ListMetricLabelsData, ThrowOnError>) => (options.client ?? client).get<ListMetricLabelsResponses, ListMetricLabelsErrors, ThrowOnError>({
+export const listMetricLabels = <ThrowOnError extends boolean = false>(options?: Options<ListMetricLabelsData, ThrowOnError>) => (options?.client ?? client).get<ListMetricLabelsResponses, ListMetricLabelsErrors, ThrowOnError>({
     security: [
         { name: 'Authorization', type: 'apiKey' },
         { scheme: 'bearer', type: 'http' },

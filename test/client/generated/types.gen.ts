@@ -4,76 +4,6 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
-export type PermissionRuleDto = {
-    /**
-     * The role the rule comes from.
-     */
-    role: string;
-    /**
-     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
-     */
-    namespaces: Array<string>;
-    /**
-     * `*` stands for every resource except `secrets`, `metrics`, `helmreleases` and status (`pods/status`).
-     */
-    resources: Array<string>;
-    verbs: Array<string>;
-};
-
-export type PermissionsDto = {
-    cluster: string;
-    /**
-     * The caller has the admin role: everything is allowed.
-     */
-    admin: boolean;
-    /**
-     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
-     */
-    rules: Array<PermissionRuleDto>;
-};
-
-export type ErrorResponseDto = {
-    /**
-     * The HTTP status code.
-     */
-    statusCode: number;
-    /**
-     * What went wrong; for validation errors, one string per problem, each naming the field.
-     */
-    message: string | Array<string>;
-    /**
-     * The HTTP reason phrase.
-     */
-    error: string;
-    /**
-     * The request's id, also sent in the `x-request-id` response header.
-     */
-    requestId: string;
-};
-
-export type CanIDto = {
-    cluster: string;
-    /**
-     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
-     * (`deployments.apps`); `metrics` for the raw metrics routes; `helmreleases` for the Helm release routes; `<resource>/status` for the status
-     * subresource (read with `get`, written with `update`/`patch`).
-     */
-    resource: string;
-    /**
-     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
-     */
-    namespace?: string | null;
-    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
-};
-
-export type DecisionDto = {
-    allowed: boolean;
-    /**
-     * Why: the granting role, or what is lacking (the message a refused route call gives).
-     */
-    reason: string;
-};
-
 export type CreateUserDto = {
     username: string;
     /**
@@ -116,6 +46,25 @@ export type UserDetailDto = {
      * Avatar image URL, or null.
      */
     avatar_url: string | null;
+};
+
+export type ErrorResponseDto = {
+    /**
+     * The HTTP status code.
+     */
+    statusCode: number;
+    /**
+     * What went wrong; for validation errors, one string per problem, each naming the field.
+     */
+    message: string | Array<string>;
+    /**
+     * The HTTP reason phrase.
+     */
+    error: string;
+    /**
+     * The request's id, also sent in the `x-request-id` response header.
+     */
+    requestId: string;
 };
 
 export type UserDto = {
@@ -533,6 +482,24 @@ export type AvailableClusterDto = {
     status: 'ok' | 'unreachable' | 'error' | 'disabled';
 };
 
+export type NamespaceReachDto = {
+    name: string;
+    /**
+     * The verbs the caller holds in the namespace on at least one resource type (`log` for pod logs;
+     * `exec`, `attach`, `portforward` for the terminal): what `can-i` and the routes would allow there
+     * for some type. Ask `can-i` or `api-resources?namespace=` for a type's own verbs.
+     */
+    verbs: Array<'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward'>;
+};
+
+export type ClusterNamespacesDto = {
+    cluster: string;
+    /**
+     * Sorted by name; a namespace where the caller holds nothing is left out.
+     */
+    namespaces: Array<NamespaceReachDto>;
+};
+
 export type LivenessDto = {
     /**
      * Always `ok` while the process serves requests
@@ -633,6 +600,57 @@ export type SearchResultDto = {
      * Every match the caller may see.
      */
     total: number;
+};
+
+export type PermissionRuleDto = {
+    /**
+     * The role the rule comes from.
+     */
+    role: string;
+    /**
+     * `*` stands for every namespace (needed for `_all` and cluster-scoped resources).
+     */
+    namespaces: Array<string>;
+    /**
+     * `*` stands for every resource except `secrets`, `metrics`, `helmreleases` and status (`pods/status`).
+     */
+    resources: Array<string>;
+    verbs: Array<string>;
+};
+
+export type PermissionsDto = {
+    cluster: string;
+    /**
+     * The caller has the admin role: everything is allowed.
+     */
+    admin: boolean;
+    /**
+     * The caller's rules that apply on this cluster; a request is allowed when one rule covers it.
+     */
+    rules: Array<PermissionRuleDto>;
+};
+
+export type CanIDto = {
+    cluster: string;
+    /**
+     * As the routes name it: `<plural>` for the core group (`pods`), `<plural>.<group>` otherwise
+     * (`deployments.apps`); `metrics` for the raw metrics routes; `helmreleases` for the Helm release routes; `<resource>/status` for the status
+     * subresource (read with `get`, written with `update`/`patch`).
+     */
+    resource: string;
+    /**
+     * A namespace; `_all` (or null, or omitted) for a list across all namespaces or a cluster-scoped resource.
+     */
+    namespace?: string | null;
+    verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'log' | 'exec' | 'attach' | 'portforward';
+};
+
+export type DecisionDto = {
+    allowed: boolean;
+    /**
+     * Why: the granting role, or what is lacking (the message a refused route call gives).
+     */
+    reason: string;
 };
 
 export type ApplyConflictDto = {
@@ -1365,103 +1383,6 @@ export type LoginDtoWritable = {
     username: string;
     password: string;
 };
-
-export type GetMyPermissionsData = {
-    body?: never;
-    path?: never;
-    query: {
-        /**
-         * The cluster, as sent in `x-cluster-name`.
-         */
-        cluster: string;
-    };
-    url: '/api/v1/auth/me/permissions';
-};
-
-export type GetMyPermissionsErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-};
-
-export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
-
-export type GetMyPermissionsResponses = {
-    200: PermissionsDto;
-};
-
-export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
-
-export type CheckPermissionData = {
-    body: CanIDto;
-    path?: never;
-    query?: never;
-    url: '/api/v1/auth/can-i';
-};
-
-export type CheckPermissionErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
-     */
-    413: ErrorResponseDto;
-    /**
-     * Unsupported request content type (send `application/json`)
-     */
-    415: ErrorResponseDto;
-    /**
-     * The cluster could not be reached or broke the connection
-     */
-    502: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-    /**
-     * The cluster did not answer in time
-     */
-    504: ErrorResponseDto;
-};
-
-export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
-
-export type CheckPermissionResponses = {
-    200: DecisionDto;
-};
-
-export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
 
 export type CreateSuperUserData = {
     body: CreateUserDtoWritable;
@@ -2712,7 +2633,7 @@ export type StartOidcLoginData = {
     };
     query?: {
         /**
-         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`.
+         * A path of this service to return to after signing in (`/dashboard`); anything else means `/`. Example: `/`
          */
         redirect?: string;
     };
@@ -3129,6 +3050,65 @@ export type ListAvailableClustersResponses = {
 
 export type ListAvailableClustersResponse = ListAvailableClustersResponses[keyof ListAvailableClustersResponses];
 
+export type ListClusterNamespacesData = {
+    body?: never;
+    path: {
+        /**
+         * Name of the cluster. Example: `production`
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/clusters/{name}/namespaces';
+};
+
+export type ListClusterNamespacesErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Conflicts with the current state
+     */
+    409: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type ListClusterNamespacesError = ListClusterNamespacesErrors[keyof ListClusterNamespacesErrors];
+
+export type ListClusterNamespacesResponses = {
+    200: ClusterNamespacesDto;
+};
+
+export type ListClusterNamespacesResponse = ListClusterNamespacesResponses[keyof ListClusterNamespacesResponses];
+
 export type GetHealthData = {
     body?: never;
     path?: never;
@@ -3254,23 +3234,23 @@ export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessRespo
 
 export type ListResourcesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
     };
@@ -3293,15 +3273,15 @@ export type ListResourcesData = {
          */
         timeoutSeconds?: number;
         /**
-         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1.
+         * Paged query (any of `page`, `size`, `sortBy`, `sortOrder`, `search`): the page to answer, from 1. Example: `1`
          */
         page?: number;
         /**
-         * Paged query: objects per page (default 50).
+         * Paged query: objects per page (default 50). Example: `50`
          */
         size?: number;
         /**
-         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`.
+         * Paged query: the dotted field path to sort by (default `metadata.name`), e.g. `metadata.creationTimestamp`, `status.phase`. Example: `metadata.creationTimestamp`
          */
         sortBy?: string;
         /**
@@ -3309,7 +3289,7 @@ export type ListResourcesData = {
          */
         sortOrder?: 'asc' | 'desc';
         /**
-         * Paged query: a case-insensitive substring of the name, the namespace or a label value.
+         * Paged query: a case-insensitive substring of the name, the namespace or a label value. Example: `web`
          */
         search?: string;
         /**
@@ -3334,6 +3314,10 @@ export type ListResourcesData = {
          * comes at once when the list changed after it).
          */
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3355,6 +3339,10 @@ export type ListResourcesErrors = {
      * Not found (from the service: its error; from the cluster: its `Status`)
      */
     404: ErrorResponseDto | KubernetesStatus;
+    /**
+     * `Accept` names no media type the route answers in (the message names those it does), or the answer is too large to write in the one asked for (from the service: its error; from the cluster: its `Status`)
+     */
+    406: ErrorResponseDto | KubernetesStatus;
     /**
      * Conflicts with the current state (from the service: its error; from the cluster: its `Status`)
      */
@@ -3393,7 +3381,7 @@ export type ListResourcesError = ListResourcesErrors[keyof ListResourcesErrors];
 
 export type ListResourcesResponses = {
     /**
-     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`).
+     * The cluster's List object (`apiVersion`, `kind`, `metadata`, `items`); as YAML with `Accept: application/yaml`.
      *
      * With `watch=true` the answer is a stream of watch events instead, each `{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {…}}` exactly as the cluster sends it (ERROR carries the cluster's `Status`; 410 means list again): one JSON object per line as `application/json` (the default, as kubectl and client-go expect) or `application/x-ndjson`, or Server-Sent Events with `Accept: text/event-stream` (`event: <type>`, `id: <resourceVersion>`, `data: <the event>`, a `: heartbeat` comment every 15 s; a reconnection sends `Last-Event-ID` to resume).
      */
@@ -3407,19 +3395,19 @@ export type CreateResourceData = {
      * The full object
      */
     body: KubernetesObjectInput;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
     };
@@ -3432,6 +3420,10 @@ export type CreateResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}';
 };
@@ -3504,27 +3496,27 @@ export type CreateResourceResponse = CreateResourceResponses[keyof CreateResourc
 
 export type ListObjectEventsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
          * SSE watch: resume after this event id (a resourceVersion); takes the place of `resourceVersion`
          */
         'Last-Event-ID'?: string;
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3545,6 +3537,10 @@ export type ListObjectEventsData = {
          * With `watch=true`: stream the changes after this version.
          */
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/events';
 };
@@ -3615,23 +3611,23 @@ export type ListObjectEventsResponse = ListObjectEventsResponses[keyof ListObjec
 
 export type DeleteResourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3653,6 +3649,10 @@ export type DeleteResourceData = {
          */
         timeoutSeconds?: number;
         dryRun?: 'All';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3729,28 +3729,32 @@ export type DeleteResourceResponse = DeleteResourceResponses[keyof DeleteResourc
 
 export type GetResourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
     query?: {
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3772,6 +3776,10 @@ export type GetResourceErrors = {
      * Not found (from the service: its error; from the cluster: its `Status`)
      */
     404: ErrorResponseDto | KubernetesStatus;
+    /**
+     * `Accept` names no media type the route answers in (the message names those it does), or the answer is too large to write in the one asked for (from the service: its error; from the cluster: its `Status`)
+     */
+    406: ErrorResponseDto | KubernetesStatus;
     /**
      * Conflicts with the current state (from the service: its error; from the cluster: its `Status`)
      */
@@ -3806,7 +3814,7 @@ export type GetResourceError = GetResourceErrors[keyof GetResourceErrors];
 
 export type GetResourceResponses = {
     /**
-     * The object
+     * The object; as YAML with `Accept: application/yaml`
      */
     200: KubernetesObject;
 };
@@ -3820,23 +3828,23 @@ export type PatchResourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3861,6 +3869,10 @@ export type PatchResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -3924,7 +3936,7 @@ export type PatchResourceError = PatchResourceErrors[keyof PatchResourceErrors];
 
 export type PatchResourceResponses = {
     /**
-     * The patched object
+     * The patched object. With `dryRun=All` and `Accept: text/x-diff`: nothing is stored, and the answer is the unified diff of the object before and after as YAML, as `POST /api/v1/apply` shows it (empty when nothing would change; without `managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`; a Secret's values `***`)
      */
     200: KubernetesObject;
     /**
@@ -3940,23 +3952,23 @@ export type ReplaceResourceData = {
      * The full object, with metadata.name and metadata.resourceVersion
      */
     body: KubernetesObjectInput;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `configmaps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `my-config`
          */
         name: string;
     };
@@ -3969,6 +3981,10 @@ export type ReplaceResourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}';
 };
@@ -4032,7 +4048,7 @@ export type ReplaceResourceError = ReplaceResourceErrors[keyof ReplaceResourceEr
 
 export type ReplaceResourceResponses = {
     /**
-     * The updated object
+     * The updated object. With `dryRun=All` and `Accept: text/x-diff`: nothing is stored, and the answer is the unified diff of the object before and after as YAML, as `POST /api/v1/apply` shows it (empty when nothing would change; without `managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`; a Secret's values `***`)
      */
     200: KubernetesObject;
 };
@@ -4041,25 +4057,25 @@ export type ReplaceResourceResponse = ReplaceResourceResponses[keyof ReplaceReso
 
 export type GetPodLogData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Namespace of the pod
+         * Namespace of the pod. Example: `default`
          */
         namespace: string;
         /**
-         * Name of the pod
+         * Name of the pod. Example: `web-0`
          */
         name: string;
     };
     query?: {
         /**
-         * The container to read; the cluster answers 400 when the pod has several and none is named.
+         * The container to read; the cluster answers 400 when the pod has several and none is named. Example: `app`
          */
         container?: string;
         /**
@@ -4075,7 +4091,7 @@ export type GetPodLogData = {
          */
         sinceSeconds?: number;
         /**
-         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`.
+         * Only lines at or after this RFC 3339 time. Not together with `sinceSeconds`. Example: `2026-01-01T00:00:00Z`
          */
         sinceTime?: string;
         /**
@@ -4090,6 +4106,10 @@ export type GetPodLogData = {
          * Stop after this many bytes.
          */
         limitBytes?: number;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/pods/{namespace}/{name}/log';
 };
@@ -4160,14 +4180,14 @@ export type ListApiResourcesData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster
+         * Name of the cluster. Example: `production`
          */
         name: string;
     };
     query?: {
         /**
          * Answer `allowedVerbs` for this namespace. Without it they are the verbs the caller may use on
-         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces).
+         * the type across the whole cluster (cluster-scoped objects, and lists over all namespaces). Example: `default`
          */
         namespace?: string;
     };
@@ -4225,11 +4245,11 @@ export type GetApiResourceSchemaData = {
     body?: never;
     path: {
         /**
-         * Name of the cluster
+         * Name of the cluster. Example: `production`
          */
         name: string;
         /**
-         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes
+         * `<plural>` (core group) or `<plural>.<group>`, as on the resource routes. Example: `deployments.apps`
          */
         resource: string;
     };
@@ -4286,32 +4306,36 @@ export type GetApiResourceSchemaResponse = GetApiResourceSchemaResponses[keyof G
 
 export type GetSubresourceData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
     query?: {
         resourceVersion?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4381,27 +4405,27 @@ export type PatchSubresourceData = {
     body: {
         [key: string]: unknown;
     } | Array<JsonPatchOperation>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
@@ -4426,6 +4450,10 @@ export type PatchSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4501,27 +4529,27 @@ export type ReplaceSubresourceData = {
      * The subresource as read, changed (e.g. `spec.replicas` of a Scale)
      */
     body: KubernetesObject;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`
+         * A subresource the type serves (its discovery lists it): `scale` (e.g. Deployments) or `status`. Example: `scale`
          */
         subresource: 'scale' | 'status';
         /**
-         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`)
+         * Plural resource name the cluster serves (`configmaps`), or `<plural>.<group>` (`deployments.apps`, `widgets.example.com`). Example: `deployments.apps`
          */
         resource: string;
         /**
-         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces)
+         * Namespace, or `_all` for cluster-scoped resources (and to list across all namespaces). Example: `default`
          */
         namespace: string;
         /**
-         * Object name
+         * Object name. Example: `web`
          */
         name: string;
     };
@@ -4534,6 +4562,10 @@ export type ReplaceSubresourceData = {
          * Name of the actor making the change, recorded in managedFields; a `cas:` name other than your own is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/{resource}/{namespace}/{name}/{subresource}';
 };
@@ -4609,20 +4641,20 @@ export type SearchResourcesData = {
     path?: never;
     query: {
         /**
-         * A case-insensitive substring of the object's name.
+         * A case-insensitive substring of the object's name. Example: `web`
          */
         q: string;
         /**
-         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on).
+         * Comma-separated cluster names (default: every enabled cluster the caller's roles grant something on). Example: `prod,staging`
          */
         clusters?: string;
         /**
          * Comma-separated resource types as the resource routes name them (default: namespaces, nodes, pods,
-         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs).
+         * deployments.apps, statefulsets.apps, daemonsets.apps, services, configmaps, ingresses, jobs, cronjobs). Example: `pods,deployments.apps`
          */
         resources?: string;
         /**
-         * How many matches to answer (default 50); `total` counts them all.
+         * How many matches to answer (default 50); `total` counts them all. Example: `50`
          */
         size?: number;
     };
@@ -4656,6 +4688,103 @@ export type SearchResourcesResponses = {
 
 export type SearchResourcesResponse = SearchResourcesResponses[keyof SearchResourcesResponses];
 
+export type GetMyPermissionsData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * The cluster, as sent in `x-cluster-name`. Example: `prod`
+         */
+        cluster: string;
+    };
+    url: '/api/v1/auth/me/permissions';
+};
+
+export type GetMyPermissionsErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+};
+
+export type GetMyPermissionsError = GetMyPermissionsErrors[keyof GetMyPermissionsErrors];
+
+export type GetMyPermissionsResponses = {
+    200: PermissionsDto;
+};
+
+export type GetMyPermissionsResponse = GetMyPermissionsResponses[keyof GetMyPermissionsResponses];
+
+export type CheckPermissionData = {
+    body: CanIDto;
+    path?: never;
+    query?: never;
+    url: '/api/v1/auth/can-i';
+};
+
+export type CheckPermissionErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type CheckPermissionError = CheckPermissionErrors[keyof CheckPermissionErrors];
+
+export type CheckPermissionResponses = {
+    200: DecisionDto;
+};
+
+export type CheckPermissionResponse = CheckPermissionResponses[keyof CheckPermissionResponses];
+
 export type ApplyResourcesData = {
     /**
      * At most 500 documents and 10 MiB: a YAML stream (`---` between documents) as `application/yaml`, or JSON as `application/json`: one object, an array of objects, or a `List` (its `items` are applied).
@@ -4683,16 +4812,16 @@ export type ApplyResourcesData = {
         }>;
         [key: string]: unknown;
     }>;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query?: {
         /**
-         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`.
+         * The namespace of namespaced documents that name none (default `default`); a document naming another is an `error`. Example: `shop`
          */
         namespace?: string;
         /**
@@ -4708,6 +4837,10 @@ export type ApplyResourcesData = {
          * key). Another `cas:` manager (another user's or key's) is a 403.
          */
         fieldManager?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/apply';
 };
@@ -4769,23 +4902,23 @@ export type ListHelmReleasesData = {
     body?: never;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace, or `_all` for every namespace the caller may read
+         * The namespace, or `_all` for every namespace the caller may read. Example: `shop`
          */
         namespace: string;
     };
     query?: {
         /**
-         * The page to answer, from 1.
+         * The page to answer, from 1. Example: `1`
          */
         page?: number;
         /**
-         * Releases per page (default 50).
+         * Releases per page (default 50). Example: `50`
          */
         size?: number;
         /**
@@ -4797,7 +4930,7 @@ export type ListHelmReleasesData = {
          */
         sortOrder?: 'asc' | 'desc';
         /**
-         * A case-insensitive substring of the release's name or its chart's name.
+         * A case-insensitive substring of the release's name or its chart's name. Example: `web`
          */
         search?: string;
         /**
@@ -4864,23 +4997,23 @@ export type InstallHelmReleaseData = {
     body?: InstallHelmReleaseDto | Blob | File;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
     };
     query?: {
         /**
-         * Install with an archive: the release's name.
+         * Install with an archive: the release's name. Example: `web`
          */
         name?: string;
         /**
-         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart).
+         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart). Example: `{"replicas":2}`
          */
         values?: string;
         /**
@@ -4964,17 +5097,17 @@ export type UninstallHelmReleaseData = {
     body?: never;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
         /**
-         * The release
+         * The release. Example: `web`
          */
         name: string;
     };
@@ -5060,17 +5193,17 @@ export type GetHelmReleaseData = {
     body?: never;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
         /**
-         * The release
+         * The release. Example: `web`
          */
         name: string;
     };
@@ -5134,27 +5267,27 @@ export type UpgradeHelmReleaseData = {
     body?: UpgradeHelmReleaseDto | Blob | File;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
         /**
-         * The release
+         * The release. Example: `web`
          */
         name: string;
     };
     query?: {
         /**
-         * Install with an archive: the release's name.
+         * Install with an archive: the release's name. Example: `web`
          */
         name?: string;
         /**
-         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart).
+         * With an archive: the user-supplied values as a JSON object (at most 8 KiB; send larger ones with a repository chart). Example: `{"replicas":2}`
          */
         values?: string;
         /**
@@ -5238,17 +5371,17 @@ export type GetHelmReleaseRevisionData = {
     body?: never;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
         /**
-         * The release
+         * The release. Example: `web`
          */
         name: string;
         revision: number;
@@ -5310,17 +5443,17 @@ export type ListHelmReleaseHistoryData = {
     body?: never;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
         /**
-         * The release
+         * The release. Example: `web`
          */
         name: string;
     };
@@ -5381,27 +5514,27 @@ export type DiffHelmReleaseData = {
     body?: never;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
         /**
-         * The release
+         * The release. Example: `web`
          */
         name: string;
     };
     query?: {
         /**
-         * The earlier revision (default: the one before `to`).
+         * The earlier revision (default: the one before `to`). Example: `1`
          */
         from?: number;
         /**
-         * The later revision (default: the latest).
+         * The later revision (default: the latest). Example: `2`
          */
         to?: number;
     };
@@ -5461,17 +5594,17 @@ export type RollbackHelmReleaseData = {
     body: RollbackHelmReleaseDto;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
         /**
-         * The namespace
+         * The namespace. Example: `shop`
          */
         namespace: string;
         /**
-         * The release
+         * The release. Example: `web`
          */
         name: string;
     };
@@ -5546,22 +5679,26 @@ export type RollbackHelmReleaseResponse = RollbackHelmReleaseResponses[keyof Rol
 
 export type QueryMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`.
+         * PromQL, at most 4 KiB, e.g. `sum by (code) (rate(apiserver_request_total[5m]))`. Example: `sum by (code) (rate(apiserver_request_total[5m]))`
          */
         query: string;
         /**
          * Evaluation time: Unix seconds (`1767366245.5`) or RFC 3339 (`2026-01-02T15:04:05Z`); default now
          */
         time?: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/query';
 };
@@ -5620,16 +5757,16 @@ export type QueryMetricsResponse = QueryMetricsResponses[keyof QueryMetricsRespo
 
 export type QueryMetricsRangeData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
         /**
-         * PromQL, at most 4 KiB.
+         * PromQL, at most 4 KiB. Example: `sum(rate(apiserver_request_total[5m]))`
          */
         query: string;
         /**
@@ -5641,9 +5778,13 @@ export type QueryMetricsRangeData = {
          */
         end: string;
         /**
-         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000
+         * Seconds (`30`) or a duration (`15s`, `1m`); `(end - start) / step + 1` must be at most 11,000. Example: `30s`
          */
         step: string;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/query_range';
 };
@@ -5702,11 +5843,11 @@ export type QueryMetricsRangeResponse = QueryMetricsRangeResponses[keyof QueryMe
 
 export type ListMetricSeriesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query: {
@@ -5719,9 +5860,13 @@ export type ListMetricSeriesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), 1 to 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]': Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/series';
 };
@@ -5780,11 +5925,11 @@ export type ListMetricSeriesResponse = ListMetricSeriesResponses[keyof ListMetri
 
 export type ListMetricLabelsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path?: never;
     query?: {
@@ -5797,9 +5942,13 @@ export type ListMetricLabelsData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]'?: Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/labels';
 };
@@ -5858,15 +6007,15 @@ export type ListMetricLabelsResponse = ListMetricLabelsResponses[keyof ListMetri
 
 export type ListMetricLabelValuesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * A label name (`[A-Za-z_][A-Za-z0-9_]*`)
+         * A label name (`[A-Za-z_][A-Za-z0-9_]*`). Example: `job`
          */
         label: string;
     };
@@ -5880,9 +6029,13 @@ export type ListMetricLabelValuesData = {
          */
         end?: string;
         /**
-         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB
+         * Series selectors (repeat the parameter), at most 20, each at most 4 KiB. Example: `apiserver_request_total`
          */
         'match[]'?: Array<string>;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/label/{label}/values';
 };
@@ -5945,16 +6098,19 @@ export type ListMetricLabelValuesResponse = ListMetricLabelValuesResponses[keyof
 
 export type GetPodMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * Pod name
+         * Pod name. Example: `web-7d4b9c-x2x8k`
          */
         name: string;
     };
@@ -5963,6 +6119,10 @@ export type GetPodMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/pods/{namespace}/{name}';
 };
@@ -6016,15 +6176,15 @@ export type GetPodMetricsResponse = GetPodMetricsResponses[keyof GetPodMetricsRe
 
 export type GetNodeMetricsData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
-         * Node name
+         * Node name. Example: `worker-1`
          */
         name: string;
     };
@@ -6033,6 +6193,10 @@ export type GetNodeMetricsData = {
          * How far back, until now
          */
         range?: '30m' | '1h' | '6h' | '24h';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/metrics/nodes/{name}';
 };
@@ -6101,19 +6265,33 @@ export type ListAuditEventsData = {
          */
         actor?: string;
         /**
-         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …).
+         * Only events of this operation (an operationId: `createUser`, `patchResource`, `login`, …). Example: `deleteResource`
          */
         operation?: string;
         /**
          * Only resource calls to this cluster (by name).
          */
         cluster?: string;
+        resource?: string;
         /**
-         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset).
+         * Only resource calls in this namespace (`_all` for cluster-scoped objects and lists across namespaces).
+         */
+        namespace?: string;
+        /**
+         * Only resource calls on the object of this name; with `cluster`, `resource` and `namespace`, one object's history.
+         */
+        name?: string;
+        /**
+         * Only events that ended with one of these statuses, comma-separated: an exact code (`404`) or a class
+         * (`4xx`); at most 10. `403,5xx`: refusals and the service's or the cluster's failures.
+         */
+        status?: string;
+        /**
+         * Only events at or after this time (ISO 8601: a date, or a date-time with `Z` or an offset). Example: `2026-01-31T00:00:00Z`
          */
         since?: string;
         /**
-         * Only events before this time (same format as `since`; must be later than it).
+         * Only events before this time (same format as `since`; must be later than it). Example: `2026-02-01T00:00:00Z`
          */
         until?: string;
     };
@@ -6201,11 +6379,11 @@ export type DeleteKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -6282,11 +6460,11 @@ export type GetKubernetesApiData = {
     body?: never;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -6364,11 +6542,11 @@ export type PatchKubernetesApiData = {
     } | Array<JsonPatchOperation>;
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -6450,11 +6628,11 @@ export type PostKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -6536,11 +6714,11 @@ export type PutKubernetesApiData = {
     };
     path: {
         /**
-         * The cluster
+         * The cluster. Example: `prod`
          */
         name: string;
         /**
-         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`
+         * A Kubernetes API path, e.g. `api/v1/namespaces/default/pods`. Example: `api/v1/namespaces/default/pods`
          */
         path: unknown;
     };
@@ -6664,20 +6842,23 @@ export type ExecPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
     query: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
@@ -6781,20 +6962,23 @@ export type AttachPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
     query?: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
@@ -6894,20 +7078,23 @@ export type PortForwardPodData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
     query: {
         /**
-         * The cluster, when `x-cluster-name` cannot be sent
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
          */
         cluster?: string;
         /**
@@ -6975,14 +7162,17 @@ export type DebugPodData = {
     body: DebugPodDto;
     headers: {
         /**
-         * Name of the target cluster
+         * Name of the target cluster. Example: `production`
          */
         'x-cluster-name': string;
     };
     path: {
+        /**
+         * Example: `default`
+         */
         namespace: string;
         /**
-         * The pod
+         * The pod. Example: `web-0`
          */
         name: string;
     };
@@ -7056,11 +7246,14 @@ export type NodeShellData = {
     body?: never;
     headers?: {
         /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket)
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket). Example: `production`
          */
         'x-cluster-name'?: string;
     };
     path: {
+        /**
+         * Example: `node-1`
+         */
         node: string;
     };
     query?: {
