@@ -10,6 +10,7 @@ import { AppValidationPipe } from './common/strict-input.js';
 import type { AppConfig } from './config/config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
+import { DebugModule } from './debug/debug.module.js';
 import { ENTITIES } from './entities.js';
 import { HealthModule } from './health/health.module.js';
 import { HelmModule } from './helm/helm.module.js';
@@ -36,6 +37,7 @@ export class AppModule {
         ResourcesModule,
         ApplyModule,
         HelmModule,
+        DebugModule,
         MetricsModule,
         ObservabilityModule,
         HttpModule,

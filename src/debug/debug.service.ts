@@ -17,7 +17,7 @@ import { ClusterGateway } from '../clusters/gateway/cluster-gateway.js';
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { validateName, validateNamespace } from '../k8s/resource-path.js';
 import { callJson, refusedBy, stuckReason } from './cluster-calls.js';
-import { type EphemeralApi, ephemeralApiOf } from './debug-input.js';
+import { type EphemeralApi, ephemeralApiOf } from '../k8s/container-input.js';
 import type { DebugContainerDto, DebugPodDto } from './dto/debug.dto.js';
 
 /** How often the pod is read while its debug container starts. */

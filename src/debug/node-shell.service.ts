@@ -11,7 +11,6 @@ import {
 import { InjectRepository } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Repository } from 'typeorm';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
@@ -40,9 +39,10 @@ import {
   upstreamProtocol,
 } from '../terminal/terminal-protocol.js';
 import { type SessionEnd, TerminalSession } from '../terminal/terminal-session.js';
+import { nodeShellNodeOf, type NodeShellOpener, type NodeShellUpgrade } from '../terminal/node-shell-hook.js';
+import { TerminalService } from '../terminal/terminal.service.js';
 import { callJson, refusedBy, stuckReason } from './cluster-calls.js';
 
-const PATH = /^\/api\/v1\/nodes\/_all\/([^/]+)\/shell$/;
 /** What runs on the node: a login shell in the host's namespaces (PID 1's). */
 export const NODE_SHELL_COMMAND = ['nsenter', '-t', '1', '-m', '-u', '-i', '-n', '-p', '--', 'sh', '-l'];
 export const SHELL_LABEL = 'cas.io/node-shell';
@@ -59,24 +59,6 @@ const MAX_EARLY_BYTES = 256 * 1024;
 const DELETE_WAIT_MS = 5_000;
 const CHOSEN = Symbol('cas:node-shell-protocol');
 type ChosenRequest = IncomingMessage & { [CHOSEN]?: string };
-
-export function isNodeShellPath(pathname: string): boolean {
-  return PATH.test(pathname);
-}
-
-/** What TerminalService hands over once the credential is resolved (everything before that is its own). */
-export interface NodeShellUpgrade {
-  req: IncomingMessage;
-  socket: Duplex;
-  head: Buffer;
-  url: URL;
-  caller: Caller;
-  secret: string;
-  /** The subprotocols offered, the token removed. */
-  offered: string[];
-  requestId: string;
-  clientAddress: string | null;
-}
 
 interface Live {
   cluster: string;
@@ -106,7 +88,7 @@ class Ended extends Error {
  * shell pods whose replica no longer holds its lease, or whose session this replica no longer has.
  */
 @Injectable()
-export class NodeShellService implements OnModuleInit, OnModuleDestroy {
+export class NodeShellService implements NodeShellOpener, OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(NodeShellService.name);
   private readonly live = new Map<string, Live>();
   private readonly deleting = new Set<Promise<void>>();
@@ -127,6 +109,7 @@ export class NodeShellService implements OnModuleInit, OnModuleDestroy {
     private readonly audit: AuditService,
     private readonly leases: Leases,
     @InjectRepository(ClusterEntity) private readonly clusters: Repository<ClusterEntity>,
+    private readonly terminal: TerminalService,
   ) {}
 
   /** This replica, as the shell pods' label names it. */
@@ -139,6 +122,7 @@ export class NodeShellService implements OnModuleInit, OnModuleDestroy {
   }
 
   onModuleInit(): void {
+    this.terminal.registerNodeShells(this);
     if (!this.namespace) return;
     const renew = () =>
       void this.leases
@@ -165,7 +149,7 @@ export class NodeShellService implements OnModuleInit, OnModuleDestroy {
     const namespace = this.namespace;
     if (!namespace)
       throw new NotFoundException('node shells are off on this service (CAS_NODE_SHELL_NAMESPACE is not set)');
-    const match = PATH.exec(o.url.pathname)!;
+    const match = [o.url.pathname, nodeShellNodeOf(o.url.pathname)!];
     let node: string;
     try {
       node = decodeURIComponent(match[1]);

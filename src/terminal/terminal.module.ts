@@ -2,7 +2,6 @@ import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { ClustersModule } from '../clusters/clusters.module.js';
-import { DebugModule } from '../debug/debug.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
 import { TerminalController } from './terminal.controller.js';
 import { ResumableSessions } from './resumable-sessions.js';
@@ -11,7 +10,7 @@ import { TerminalService } from './terminal.service.js';
 
 /** Exec, attach and port-forward over WebSocket (CONTRACT §12); the edge hands it every upgrade. */
 @Module({
-  imports: [AuthModule, ClustersModule, StreamsModule, AuditModule, DebugModule],
+  imports: [AuthModule, ClustersModule, StreamsModule, AuditModule],
   controllers: [TerminalController],
   providers: [TerminalService, ResumableSessions, SessionForwarding],
   exports: [TerminalService],

@@ -6,6 +6,7 @@ import {
   Inject,
   Injectable,
   Logger,
+  NotFoundException,
   type OnModuleDestroy,
   UnauthorizedException,
 } from '@nestjs/common';
@@ -26,7 +27,7 @@ import { errorBody, toErrorResponse } from '../common/filters/http-exception.fil
 import { APP_CONFIG, type AppConfig } from '../config/config.js';
 import { kubeStatus } from '../kube/kube-status.js';
 import { StreamOwner } from '../streams/stream-owner.js';
-import { isNodeShellPath, NodeShellService } from '../debug/node-shell.service.js';
+import { isNodeShellPath, type NodeShellOpener } from './node-shell-hook.js';
 import { AsciicastRecording } from './recording.js';
 import { ResumableSessions, type ResumeRequest, takeResumeQuery } from './resumable-sessions.js';
 import { SessionForwarding } from './session-forwarding.js';
@@ -81,6 +82,8 @@ export class TerminalService implements OnModuleDestroy {
     handleProtocols: (_offered, request) => (request as AgreedRequest)[AGREED] ?? false,
   });
   private readonly ownOrigins: Set<string>;
+  /** Node shells, when the debug module is loaded (it registers itself at start). */
+  private nodeShells?: NodeShellOpener;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -89,11 +92,14 @@ export class TerminalService implements OnModuleDestroy {
     private readonly gateway: ClusterGateway,
     private readonly streams: StreamOwner,
     private readonly audit: AuditService,
-    private readonly nodeShells: NodeShellService,
     private readonly resumable: ResumableSessions,
     private readonly forwarding: SessionForwarding,
   ) {
     this.ownOrigins = new Set([new URL(config.kube.publicUrl).origin, ...config.corsOrigins]);
+  }
+
+  registerNodeShells(opener: NodeShellOpener): void {
+    this.nodeShells = opener;
   }
 
   /** The Node server's `upgrade` event. `draining`: the service is shutting down (503). */
@@ -142,6 +148,7 @@ export class TerminalService implements OnModuleDestroy {
     attempt.caller = caller;
     if (caller.roles.length === 0) throw new ForbiddenException('the caller has no role: ask an administrator for one');
     if (nodeShell) {
+      if (!this.nodeShells) throw new NotFoundException('node shells are not served by this replica');
       // A node shell (src/debug/node-shell.service.ts): the credential was this service's part; the rest is its own.
       attempt.operation = 'nodeShell';
       return this.nodeShells.open({

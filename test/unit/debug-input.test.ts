@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Authorizer } from '../../src/access/authorizer.js';
 import type { Caller } from '../../src/access/caller.js';
-import { commandProblem, containerNameProblem, ephemeralApiOf, imageProblem } from '../../src/debug/debug-input.js';
+import { commandProblem, containerNameProblem, ephemeralApiOf, imageProblem } from '../../src/k8s/container-input.js';
 import { DebugService } from '../../src/debug/debug.service.js';
 import { kubeAccessOf } from '../../src/kube/kube-access.js';
 import { parseRequestInfo } from '../../src/k8s/request-info.js';

@@ -9,7 +9,7 @@ import {
   MAX_COMMAND_ARGS,
   MAX_CONTAINER_NAME,
   MAX_IMAGE,
-} from '../debug-input.js';
+} from '../../k8s/container-input.js';
 
 /** A class-validator rule from one of debug-input's checks: the message names what is wrong. */
 function Checked(name: string, problem: (value: unknown, field: string) => string | null) {
