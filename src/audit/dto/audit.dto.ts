@@ -41,7 +41,6 @@ export class ListAuditEventsQueryDto {
   @Matches(CLUSTER_NAME_PATTERN, { message: 'cluster must be a cluster name: 1–253 printable characters' })
   cluster?: string;
 
-  // No examples on filters: Swagger UI would send them as values, and a page filtered by them is empty.
   /** Only resource calls on this resource, as recorded: as the route's path named it (`configmaps`, `deployments.apps`). */
   @ApiPropertyOptional({ minLength: 1, maxLength: 253 })
   @IsOptional()

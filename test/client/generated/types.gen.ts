@@ -6272,6 +6272,9 @@ export type ListAuditEventsData = {
          * Only resource calls to this cluster (by name).
          */
         cluster?: string;
+        /**
+         * Only resource calls on this resource, as recorded: as the route's path named it (`configmaps`, `deployments.apps`).
+         */
         resource?: string;
         /**
          * Only resource calls in this namespace (`_all` for cluster-scoped objects and lists across namespaces).
