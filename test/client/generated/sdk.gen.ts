@@ -1429,6 +1429,58 @@ export const rollbackHelmRelease = <ThrowOnError extends boolean = false>(option
 });
 
 /**
+ * Adds an ephemeral debug container to a pod (sharing the target container's process namespace) and answers once it runs; attach to it with the attach route it names.
+ *
+ * Adds an ephemeral debug container to a pod (sharing the target container's process namespace) and
+ * answers once it runs; attach to it with the `attach` route it names. Needs `update` on
+ * `pods/ephemeralcontainers` in the namespace. An ephemeral container cannot be removed: it ends
+ * when its process does.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const debugPod = <ThrowOnError extends boolean = false>(options: Options<DebugPodData, ThrowOnError>) => (options.client ?? client).post<DebugPodResponses, DebugPodErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/pods/{namespace}/{name}/debug',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * A shell on a node, over a WebSocket (the exec channel protocols): the service creates a privileged pod on the node (CAS_NODE_SHELL_NAMESPACE, image CAS_NODE_SHELL_IMAGE) as the caller, runs nsenter -t 1 -m -u -i -n -p -- sh -l in it, and deletes it when the session ends.
+ *
+ * A shell on a node, over a WebSocket (the exec channel protocols): the service creates a privileged pod
+ * on the node (`CAS_NODE_SHELL_NAMESPACE`, image `CAS_NODE_SHELL_IMAGE`) as the caller, runs
+ * `nsenter -t 1 -m -u -i -n -p -- sh -l` in it, and deletes it when the session ends. Needs `create` on
+ * `nodes/shell` (namespaces `*`); off (404) unless CAS_NODE_SHELL_NAMESPACE is set.
+ *
+ * Needs a signed-in user or an API key with a role.
+ */
+export const nodeShell = <ThrowOnError extends boolean = false>(options: Options<NodeShellData, ThrowOnError>) => (options.client ?? client).get<NodeShellResponses, NodeShellErrors, ThrowOnError>({
+    security: [
+        { name: 'Authorization', type: 'apiKey' },
+        { scheme: 'bearer', type: 'http' },
+        {
+            in: 'cookie',
+            name: 'cas_session',
+            type: 'apiKey'
+        }
+    ],
+    url: '/api/v1/nodes/_all/{node}/shell',
+    ...options
+});
+
+/**
  * Evaluates PromQL at one time: Prometheus's /api/v1/query answer, passed through.
  *
  * Evaluates PromQL at one time: Prometheus's `/api/v1/query` answer, passed through.
@@ -1786,57 +1838,5 @@ export const portForwardPod = <ThrowOnError extends boolean = false>(options: Op
         }
     ],
     url: '/api/v1/pods/{namespace}/{name}/portforward',
-    ...options
-});
-
-/**
- * Adds an ephemeral debug container to a pod (sharing the target container's process namespace) and answers once it runs; attach to it with the attach route it names.
- *
- * Adds an ephemeral debug container to a pod (sharing the target container's process namespace) and
- * answers once it runs; attach to it with the `attach` route it names. Needs `update` on
- * `pods/ephemeralcontainers` in the namespace. An ephemeral container cannot be removed: it ends
- * when its process does.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const debugPod = <ThrowOnError extends boolean = false>(options: Options<DebugPodData, ThrowOnError>) => (options.client ?? client).post<DebugPodResponses, DebugPodErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/pods/{namespace}/{name}/debug',
-    ...options,
-    headers: {
-        'Content-Type': 'application/json',
-        ...options.headers
-    }
-});
-
-/**
- * A shell on a node, over a WebSocket (the exec channel protocols): the service creates a privileged pod on the node (CAS_NODE_SHELL_NAMESPACE, image CAS_NODE_SHELL_IMAGE) as the caller, runs nsenter -t 1 -m -u -i -n -p -- sh -l in it, and deletes it when the session ends.
- *
- * A shell on a node, over a WebSocket (the exec channel protocols): the service creates a privileged pod
- * on the node (`CAS_NODE_SHELL_NAMESPACE`, image `CAS_NODE_SHELL_IMAGE`) as the caller, runs
- * `nsenter -t 1 -m -u -i -n -p -- sh -l` in it, and deletes it when the session ends. Needs `create` on
- * `nodes/shell` (namespaces `*`); off (404) unless CAS_NODE_SHELL_NAMESPACE is set.
- *
- * Needs a signed-in user or an API key with a role.
- */
-export const nodeShell = <ThrowOnError extends boolean = false>(options: Options<NodeShellData, ThrowOnError>) => (options.client ?? client).get<NodeShellResponses, NodeShellErrors, ThrowOnError>({
-    security: [
-        { name: 'Authorization', type: 'apiKey' },
-        { scheme: 'bearer', type: 'http' },
-        {
-            in: 'cookie',
-            name: 'cas_session',
-            type: 'apiKey'
-        }
-    ],
-    url: '/api/v1/nodes/_all/{node}/shell',
     ...options
 });

@@ -987,6 +987,45 @@ export type RollbackHelmReleaseDto = {
     timeoutSeconds?: number;
 };
 
+export type DebugPodDto = {
+    /**
+     * The debug container's image: a reference (`busybox:1.36`, `registry.example.com/tools/netshoot@sha256:…`).
+     */
+    image: string;
+    /**
+     * The pod's container whose processes the debug container sees (its process namespace); default none
+     */
+    target?: string;
+    /**
+     * The program and its arguments (never a shell line: each is one argv entry); default the image's entrypoint.
+     */
+    command?: Array<string>;
+    /**
+     * The debug container's name; default `debugger-<5 characters>`. Another container of the pod with it is a 409
+     */
+    name?: string;
+};
+
+export type DebugContainerDto = {
+    /**
+     * The debug container's name: attach with `GET /api/v1/pods/<ns>/<pod>/attach?container=<name>`.
+     */
+    name: string;
+    image: string;
+    target: string | null;
+    pod: string;
+    namespace: string;
+    cluster: string;
+    /**
+     * The object the cluster's subresource took: `EphemeralContainers` (v1.16–v1.21) or `Pod` (v1.22 on).
+     */
+    api: 'EphemeralContainers' | 'Pod';
+    /**
+     * The terminal route that attaches to it (a WebSocket; add `cluster=` when the header cannot be sent).
+     */
+    attach: string;
+};
+
 export type PrometheusResponseDto = {
     status: 'success' | 'error';
     /**
@@ -1195,45 +1234,6 @@ export type CreateKubeconfigDto = {
      * (7 days unless configured).
      */
     expiresInSeconds?: number;
-};
-
-export type DebugPodDto = {
-    /**
-     * The debug container's image: a reference (`busybox:1.36`, `registry.example.com/tools/netshoot@sha256:…`).
-     */
-    image: string;
-    /**
-     * The pod's container whose processes the debug container sees (its process namespace); default none
-     */
-    target?: string;
-    /**
-     * The program and its arguments (never a shell line: each is one argv entry); default the image's entrypoint.
-     */
-    command?: Array<string>;
-    /**
-     * The debug container's name; default `debugger-<5 characters>`. Another container of the pod with it is a 409
-     */
-    name?: string;
-};
-
-export type DebugContainerDto = {
-    /**
-     * The debug container's name: attach with `GET /api/v1/pods/<ns>/<pod>/attach?container=<name>`.
-     */
-    name: string;
-    image: string;
-    target: string | null;
-    pod: string;
-    namespace: string;
-    cluster: string;
-    /**
-     * The object the cluster's subresource took: `EphemeralContainers` (v1.16–v1.21) or `Pod` (v1.22 on).
-     */
-    api: 'EphemeralContainers' | 'Pod';
-    /**
-     * The terminal route that attaches to it (a WebSocket; add `cluster=` when the header cannot be sent).
-     */
-    attach: string;
 };
 
 /**
@@ -5677,6 +5677,165 @@ export type RollbackHelmReleaseResponses = {
 
 export type RollbackHelmReleaseResponse = RollbackHelmReleaseResponses[keyof RollbackHelmReleaseResponses];
 
+export type DebugPodData = {
+    body: DebugPodDto;
+    headers: {
+        /**
+         * Name of the target cluster. Example: `production`
+         */
+        'x-cluster-name': string;
+    };
+    path: {
+        /**
+         * Example: `default`
+         */
+        namespace: string;
+        /**
+         * The pod. Example: `web-0`
+         */
+        name: string;
+    };
+    query?: never;
+    url: '/api/v1/pods/{namespace}/{name}/debug';
+};
+
+export type DebugPodErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * The cluster's version has no ephemeral containers (named), or the pod has a container of that name
+     */
+    409: ErrorResponseDto;
+    /**
+     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
+     */
+    413: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Unsupported request content type (send `application/json`)
+     */
+    415: ErrorResponseDto;
+    /**
+     * The container was added but cannot start: the kubelet's reason (`ErrImagePull: …`)
+     */
+    422: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time, or the container did not run within CAS_DEBUG_START_SECONDS
+     */
+    504: ErrorResponseDto;
+};
+
+export type DebugPodError = DebugPodErrors[keyof DebugPodErrors];
+
+export type DebugPodResponses = {
+    /**
+     * The debug container runs
+     */
+    201: DebugContainerDto;
+};
+
+export type DebugPodResponse = DebugPodResponses[keyof DebugPodResponses];
+
+export type NodeShellData = {
+    body?: never;
+    headers?: {
+        /**
+         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket). Example: `production`
+         */
+        'x-cluster-name'?: string;
+    };
+    path: {
+        /**
+         * Example: `node-1`
+         */
+        node: string;
+    };
+    query?: {
+        /**
+         * The cluster, when `x-cluster-name` cannot be sent
+         */
+        cluster?: string;
+    };
+    url: '/api/v1/nodes/_all/{node}/shell';
+};
+
+export type NodeShellErrors = {
+    /**
+     * Invalid input; `message` lists each problem, naming the field or parameter
+     */
+    400: ErrorResponseDto;
+    /**
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     *
+     * No credentials, or unknown, expired or revoked ones, or a disabled user
+     */
+    401: ErrorResponseDto;
+    /**
+     * The caller is not allowed to do this
+     *
+     * The caller is not allowed to do this
+     */
+    403: ErrorResponseDto;
+    /**
+     * Not found
+     */
+    404: ErrorResponseDto;
+    /**
+     * A path segment is too long
+     */
+    414: ErrorResponseDto;
+    /**
+     * Too many attempts; try again after `Retry-After` seconds
+     */
+    429: ErrorResponseDto;
+    /**
+     * The cluster could not be reached or broke the connection
+     */
+    502: ErrorResponseDto;
+    /**
+     * The service is shutting down; try again (another replica answers)
+     */
+    503: ErrorResponseDto;
+    /**
+     * The cluster did not answer in time
+     */
+    504: ErrorResponseDto;
+};
+
+export type NodeShellError = NodeShellErrors[keyof NodeShellErrors];
+
+export type NodeShellResponses = {
+    /**
+     * Never sent: the route answers the upgrade (101) or an error
+     */
+    200: unknown;
+};
+
 export type QueryMetricsData = {
     body?: never;
     headers?: {
@@ -7158,164 +7317,5 @@ export type PortForwardPodErrors = {
 export type PortForwardPodError = PortForwardPodErrors[keyof PortForwardPodErrors];
 
 export type PortForwardPodResponses = {
-    200: unknown;
-};
-
-export type DebugPodData = {
-    body: DebugPodDto;
-    headers: {
-        /**
-         * Name of the target cluster. Example: `production`
-         */
-        'x-cluster-name': string;
-    };
-    path: {
-        /**
-         * Example: `default`
-         */
-        namespace: string;
-        /**
-         * The pod. Example: `web-0`
-         */
-        name: string;
-    };
-    query?: never;
-    url: '/api/v1/pods/{namespace}/{name}/debug';
-};
-
-export type DebugPodErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * The cluster's version has no ephemeral containers (named), or the pod has a container of that name
-     */
-    409: ErrorResponseDto;
-    /**
-     * Request body too large (1 MiB on admin and auth routes, 10 MiB on resource routes)
-     */
-    413: ErrorResponseDto;
-    /**
-     * A path segment is too long
-     */
-    414: ErrorResponseDto;
-    /**
-     * Unsupported request content type (send `application/json`)
-     */
-    415: ErrorResponseDto;
-    /**
-     * The container was added but cannot start: the kubelet's reason (`ErrImagePull: …`)
-     */
-    422: ErrorResponseDto;
-    /**
-     * The cluster could not be reached or broke the connection
-     */
-    502: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-    /**
-     * The cluster did not answer in time, or the container did not run within CAS_DEBUG_START_SECONDS
-     */
-    504: ErrorResponseDto;
-};
-
-export type DebugPodError = DebugPodErrors[keyof DebugPodErrors];
-
-export type DebugPodResponses = {
-    /**
-     * The debug container runs
-     */
-    201: DebugContainerDto;
-};
-
-export type DebugPodResponse = DebugPodResponses[keyof DebugPodResponses];
-
-export type NodeShellData = {
-    body?: never;
-    headers?: {
-        /**
-         * The cluster (or query `cluster`: browsers cannot set headers on a WebSocket). Example: `production`
-         */
-        'x-cluster-name'?: string;
-    };
-    path: {
-        /**
-         * Example: `node-1`
-         */
-        node: string;
-    };
-    query?: {
-        /**
-         * The cluster, when `x-cluster-name` cannot be sent
-         */
-        cluster?: string;
-    };
-    url: '/api/v1/nodes/_all/{node}/shell';
-};
-
-export type NodeShellErrors = {
-    /**
-     * Invalid input; `message` lists each problem, naming the field or parameter
-     */
-    400: ErrorResponseDto;
-    /**
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     *
-     * No credentials, or unknown, expired or revoked ones, or a disabled user
-     */
-    401: ErrorResponseDto;
-    /**
-     * The caller is not allowed to do this
-     *
-     * The caller is not allowed to do this
-     */
-    403: ErrorResponseDto;
-    /**
-     * Not found
-     */
-    404: ErrorResponseDto;
-    /**
-     * A path segment is too long
-     */
-    414: ErrorResponseDto;
-    /**
-     * Too many attempts; try again after `Retry-After` seconds
-     */
-    429: ErrorResponseDto;
-    /**
-     * The cluster could not be reached or broke the connection
-     */
-    502: ErrorResponseDto;
-    /**
-     * The service is shutting down; try again (another replica answers)
-     */
-    503: ErrorResponseDto;
-    /**
-     * The cluster did not answer in time
-     */
-    504: ErrorResponseDto;
-};
-
-export type NodeShellError = NodeShellErrors[keyof NodeShellErrors];
-
-export type NodeShellResponses = {
-    /**
-     * Never sent: the route answers the upgrade (101) or an error
-     */
     200: unknown;
 };
