@@ -6,7 +6,7 @@ import { StreamsModule } from '../streams/streams.module.js';
 import { TerminalController } from './terminal.controller.js';
 import { TerminalService } from './terminal.service.js';
 
-/** Exec, attach and port-forward over WebSocket (CONTRACT §12); the edge hands it every upgrade. */
+/** Exec, attach and port-forward over WebSocket (docs/TERMINAL.md); the edge hands it every upgrade. */
 @Module({
   imports: [AuthModule, ClustersModule, StreamsModule, AuditModule],
   controllers: [TerminalController],
