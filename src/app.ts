@@ -17,7 +17,7 @@ import { setupSwagger } from './openapi.js';
 export { ADMIN_BODY_LIMIT, API_PREFIX, RESOURCE_BODY_LIMIT } from './http/edge.js';
 
 /**
- * Longest raw path segment the router accepts: names are at most 253 characters (CONTRACT §7), and
+ * Longest raw path segment the router accepts: names are at most 253 characters (Kubernetes' own bound), and
  * a percent-encoded one may take three bytes per character.
  */
 export const MAX_PARAM_LENGTH = 3 * 253;

@@ -134,7 +134,7 @@ function phaseOf(doc: ApplyDocument): number {
 }
 
 /**
- * Server-side apply of one or many documents (CONTRACT §14): each checked, typed by the cluster's
+ * Server-side apply of one or many documents (docs/APPLY.md): each checked, typed by the cluster's
  * discovery, authorized as `create` or `patch` by the service's rules, read and applied through the
  * gateway as the caller; the result says what changed, with a diff in which a Secret's values never appear.
  */

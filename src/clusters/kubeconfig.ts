@@ -1,4 +1,4 @@
-// Validation and normalisation of kubeconfig documents (CONTRACT §6). Pure: no I/O, no Nest.
+// Validation and normalisation of kubeconfig documents (docs/API.md, Clusters). Pure: no I/O, no Nest.
 //
 // A stored kubeconfig must never run a program or read a file of the service's host, so only
 // inline credentials are accepted, and only the selected context, its cluster and its user are

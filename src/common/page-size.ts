@@ -3,7 +3,7 @@ import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, Max, Min } from 'class-validator';
 
-/** The largest page of a paged query or a search (CONTRACT.md §13). */
+/** The largest page of a paged query or a search (docs/LISTS.md). */
 export const MAX_PAGE_SIZE = 500;
 
 /** An optional `size` query parameter: an integer from 1 to MAX_PAGE_SIZE (the route's default: 50). */

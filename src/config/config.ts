@@ -31,7 +31,7 @@ export interface AppConfig {
    * take the client's own left-most entry as its address.
    */
   trustProxy: TrustProxy;
-  /** Unattended installs: the super user, and a kubeconfig file or the in-cluster flag to import (CONTRACT §4). */
+  /** Unattended installs: the super user, and a kubeconfig file or the in-cluster flag to import (docs/DEPLOYMENT.md). */
   bootstrap: { username?: string; password?: string; name?: string; kubeconfigFile?: string; inCluster: boolean };
   clusters: ClustersConfig;
   /** Time-out of one request to a cluster on the resource routes. */
@@ -41,14 +41,14 @@ export interface AppConfig {
   limits: LimitsConfig;
   /** Watch streams (`?watch=true`): limits and timers. */
   watch: WatchConfig;
-  /** The list caches behind paged list queries (CONTRACT.md §13). */
+  /** The list caches behind paged list queries (docs/LISTS.md). */
   listCache: {
     maxObjects: number;
     /** UTF-8 bytes of the objects' JSON all list caches hold together. */
     maxBytes: number;
     idleSeconds: number;
   };
-  /** Terminal sessions (exec, attach, port-forward): limits and timers (CONTRACT §12). */
+  /** Terminal sessions (exec, attach, port-forward): limits and timers (docs/TERMINAL.md). */
   exec: ExecConfig;
   /** Debug containers and node shells (docs/TERMINAL.md, debugging). */
   debug: DebugConfig;

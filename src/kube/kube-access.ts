@@ -22,7 +22,7 @@ const DISCOVERY = [
 /** Subresources that are the object seen another way: the parent's verb on the parent (the subresource routes' rule). */
 const PARENT_VERB_SUBRESOURCES = new Set(['status', 'scale']);
 const PARENT_VERBS = new Set(['get', 'update', 'patch']);
-/** Pods' subresources that are the terminal's verbs of the same name (CONTRACT §12). */
+/** Pods' subresources that are the terminal's verbs of the same name (docs/TERMINAL.md). */
 const TERMINAL_SUBRESOURCES = new Set(['exec', 'attach', 'portforward']);
 const TERMINAL_METHOD_VERBS = new Set(['get', 'create']);
 /** The verbs RequestInfo gives a resource request (besides `proxy`). */

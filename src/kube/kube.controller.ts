@@ -99,7 +99,7 @@ const Passthrough = (method: string, withBody: boolean, what: string) =>
     ),
   );
 
-/** `/api/v1/clusters/<name>/k8s/<path>`: the Kubernetes API through the service (CONTRACT §11). */
+/** `/api/v1/clusters/<name>/k8s/<path>`: the Kubernetes API through the service (docs/API.md, The Kubernetes API path). */
 @ApiTags('Kubernetes API')
 @UseFilters(KubeStatusFilter)
 @Controller()

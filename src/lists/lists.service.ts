@@ -74,7 +74,7 @@ const NOTICE_TICK_MS = 100;
 const NOTICE_MIN_MS = 1_000;
 
 /**
- * Paged, sorted, searched lists from the list caches (CONTRACT.md §13): what a caller may list (the
+ * Paged, sorted, searched lists from the list caches (docs/LISTS.md): what a caller may list (the
  * service's rules, and on an impersonating cluster the cluster's own answer for the person), the
  * freshness and read-your-writes waits, the page envelope, the `CHANGED` notices.
  */

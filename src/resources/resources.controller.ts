@@ -220,7 +220,9 @@ export class ResourcesController {
 
   /**
    * Lists objects: the cluster's List object, verbatim. With `watch=true`, streams the changes
-   * instead (one watch on the cluster per collection and selectors, shared by every caller).
+   * instead: each replica watches a collection once, whatever the callers' label selectors (applied
+   * per caller), and shares that watch with every caller and with the collection's paged-list cache; a
+   * field selector goes to the cluster and is watched on its own.
    */
   @Authenticated()
   @Get(':resource/:namespace')

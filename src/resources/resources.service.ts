@@ -116,7 +116,7 @@ export class ResourcesService {
   ) {}
 
   /**
-   * A paged query on a list route (CONTRACT.md §13): a page from the list cache, or with `watch=true` its
+   * A paged query on a list route (docs/LISTS.md): a page from the list cache, or with `watch=true` its
    * CHANGED notices (resolves null once the stream owns the reply). `_all` lists what the caller may list.
    */
   async pagedList(

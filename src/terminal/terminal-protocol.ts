@@ -1,6 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 
-/** The three terminal verbs, each a pods subresource of the same name (CONTRACT §12). */
+/** The three terminal verbs, each a pods subresource of the same name, as in Kubernetes. */
 export type TerminalKind = 'exec' | 'attach' | 'portforward';
 export const TERMINAL_KINDS: readonly TerminalKind[] = ['exec', 'attach', 'portforward'];
 

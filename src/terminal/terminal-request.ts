@@ -6,7 +6,7 @@ import { TERMINAL_KINDS, type TerminalKind } from './terminal-protocol.js';
 /** An upgrade's target as both paths name it. */
 export interface TerminalTarget {
   kind: TerminalKind;
-  /** `rest`: `/api/v1/pods/…`; `kube`: the Kubernetes path of CONTRACT §11 (refusals as `Status`). */
+  /** `rest`: `/api/v1/pods/…`; `kube`: the Kubernetes path (refusals as `Status`). */
   path: 'rest' | 'kube';
   cluster: string;
   namespace: string;

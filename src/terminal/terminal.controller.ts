@@ -90,7 +90,7 @@ function upgradeRequired(kind: TerminalKind): never {
 }
 
 /**
- * The terminal's three WebSocket upgrades (CONTRACT §12), documented here; a GET that is not an
+ * The terminal's three WebSocket upgrades (docs/TERMINAL.md), documented here; a GET that is not an
  * upgrade reaches these routes and is told to upgrade (400). Needs verb `exec`, `attach` or
  * `portforward` on `pods`, which only a rule naming the verb grants.
  */

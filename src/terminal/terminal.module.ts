@@ -8,7 +8,7 @@ import { ResumableSessions } from './resumable-sessions.js';
 import { SessionForwarding } from './session-forwarding.js';
 import { TerminalService } from './terminal.service.js';
 
-/** Exec, attach and port-forward over WebSocket (CONTRACT §12); the edge hands it every upgrade. */
+/** Exec, attach and port-forward over WebSocket (docs/TERMINAL.md); the edge hands it every upgrade. */
 @Module({
   imports: [AuthModule, ClustersModule, StreamsModule, AuditModule],
   controllers: [TerminalController],

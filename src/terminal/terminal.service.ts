@@ -62,7 +62,7 @@ interface Attempt {
 }
 
 /**
- * The terminal (CONTRACT §12): every WebSocket upgrade of the service arrives here (the edge hands
+ * The terminal (docs/TERMINAL.md): every WebSocket upgrade of the service arrives here (the edge hands
  * over the Node server's `upgrade` event). In order, before anything is sent to a cluster: the path
  * and query, the credential (the session cookie only from an allowed Origin), the service's rules, the
  * subprotocol, a slot from the stream owner. Then the cluster is asked for the same upgrade through

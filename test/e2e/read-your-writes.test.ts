@@ -23,44 +23,55 @@ describe('a page right after a write that did not go through the resource routes
   });
   after(() => stopWorld(w));
 
-  /** A raw request on the Kubernetes path, as kubectl makes it. */
+  /**
+   * A raw request on the Kubernetes path, as kubectl makes it: over a socket, or injected (no network in
+   * between, so the page follows the write as closely as it can).
+   */
+  let injected = false;
   async function kube(method: string, path: string, body: unknown, contentType = 'application/json') {
-    const res = await fetch(`${base}/api/v1/clusters/c/k8s${path}`, {
-      method,
-      headers: { authorization: `Bearer ${w.admin}`, 'content-type': contentType, accept: 'application/json' },
-      body: JSON.stringify(body),
-    });
+    const url = `/api/v1/clusters/c/k8s${path}`;
+    const headers = { authorization: `Bearer ${w.admin}`, 'content-type': contentType, accept: 'application/json' };
+    if (injected) {
+      const res = await w.t.app.inject({ method: method as 'POST', url, headers, payload: JSON.stringify(body) });
+      return { status: res.statusCode, body: JSON.parse(res.body) };
+    }
+    const res = await fetch(`${base}${url}`, { method, headers, body: JSON.stringify(body) });
     return { status: res.status, body: (await res.json()) as any };
   }
 
-  test('through the Kubernetes path: a create and a patch show in the next page', async () => {
-    const [key, value] = w.label.split('=');
-    const first = await page(w, `configmaps/${A}`, { labelSelector: w.label, page: 1 });
-    assert.equal(first.status, 200, first.text); // the list cache runs from here on
-    for (let i = 0; i < ROUNDS; i++) {
-      const made = await kube('POST', `/api/v1/namespaces/${A}/configmaps`, {
-        metadata: { name: `k-${i}`, labels: { [key]: value } },
-        data: { round: 'created' },
-      });
-      assert.equal(made.status, 201, JSON.stringify(made.body));
-      const afterCreate = await page(w, `configmaps/${A}`, { labelSelector: w.label, page: 1 });
-      assert.ok(
-        afterCreate.body.items.some((o: any) => o.metadata.name === `k-${i}`),
-        `round ${i}: the created ConfigMap is in the page`,
-      );
-      const patched = await kube(
-        'PATCH',
-        `/api/v1/namespaces/${A}/configmaps/k-${i}`,
-        { data: { round: 'patched' } },
-        'application/merge-patch+json',
-      );
-      assert.equal(patched.status, 200, JSON.stringify(patched.body));
-      const afterPatch = await page(w, `configmaps/${A}`, { labelSelector: w.label, page: 1 });
-      const item = afterPatch.body.items.find((o: any) => o.metadata.name === `k-${i}`);
-      assert.equal(item?.data?.round, 'patched', `round ${i}: the page shows the patch`);
-      assert.equal(item?.metadata?.resourceVersion, patched.body.metadata.resourceVersion);
-    }
-  });
+  for (const via of ['a socket', 'an injected request']) {
+    test(`through the Kubernetes path (${via}): a create and a patch show in the next page`, async () => {
+      injected = via !== 'a socket';
+      const [key, value] = w.label.split('=');
+      const first = await page(w, `configmaps/${A}`, { labelSelector: w.label, page: 1 });
+      assert.equal(first.status, 200, first.text); // the list cache runs from here on
+      const prefix = injected ? 'i' : 'k';
+      for (let n = 0; n < ROUNDS; n++) {
+        const i = `${prefix}${n}`;
+        const made = await kube('POST', `/api/v1/namespaces/${A}/configmaps`, {
+          metadata: { name: `k-${i}`, labels: { [key]: value } },
+          data: { round: 'created' },
+        });
+        assert.equal(made.status, 201, JSON.stringify(made.body));
+        const afterCreate = await page(w, `configmaps/${A}`, { labelSelector: w.label, page: 1 });
+        assert.ok(
+          afterCreate.body.items.some((o: any) => o.metadata.name === `k-${i}`),
+          `round ${i}: the created ConfigMap is in the page`,
+        );
+        const patched = await kube(
+          'PATCH',
+          `/api/v1/namespaces/${A}/configmaps/k-${i}`,
+          { data: { round: 'patched' } },
+          'application/merge-patch+json',
+        );
+        assert.equal(patched.status, 200, JSON.stringify(patched.body));
+        const afterPatch = await page(w, `configmaps/${A}`, { labelSelector: w.label, page: 1 });
+        const item = afterPatch.body.items.find((o: any) => o.metadata.name === `k-${i}`);
+        assert.equal(item?.data?.round, 'patched', `round ${i}: the page shows the patch`);
+        assert.equal(item?.metadata?.resourceVersion, patched.body.metadata.resourceVersion);
+      }
+    });
+  }
 
   test('a scale (PATCH …/scale) shows in the next page of Deployments', async () => {
     const made = await kubeRequest(w.cp, 'POST', `/apis/apps/v1/namespaces/${A}/deployments`, {

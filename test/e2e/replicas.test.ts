@@ -29,7 +29,7 @@ describe(
       [a, b] = await Promise.all([sharedControlPlane('a'), sharedControlPlane('b')]);
       const db = await createPostgresDatabase();
       dropDatabase = db.drop;
-      // Replicas share the database and the encryption key (CONTRACT §9).
+      // Replicas share the database and the encryption key (docs/DEPLOYMENT.md).
       const env = {
         CAS_CLUSTER_HEALTH_INTERVAL_SECONDS: String(HEALTH_INTERVAL_SECONDS),
         CAS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),

@@ -1,4 +1,4 @@
-// Issue 31 on the Kubernetes path (CONTRACT §11): @kubernetes/client-node's Exec and PortForward
+// Issue 31 on the Kubernetes path: @kubernetes/client-node's Exec and PortForward
 // through a generated kubeconfig, decided by the service's rules; kubectl 1.20's exec and port-forward
 // over SPDY/3.1, relayed to the test kubelet's SPDY endpoints behind the real apiserver.
 import * as k8s from '@kubernetes/client-node';

@@ -252,7 +252,7 @@ function checkResponse(c: Case, res: { statusCode: number; headers: Record<strin
     assert.fail(`an error that is not JSON: ${label}`);
   }
   if (parsed?.kind === 'Status' && c.headers['x-cluster-name'] === CLUSTER) return; // the cluster's own answer
-  // The Kubernetes API path answers in the Kubernetes shape, its own errors too (CONTRACT §11).
+  // The Kubernetes API path answers in the Kubernetes shape, its own errors too.
   if (/^\/api\/v1\/clusters\/[^/]*\/k8s\//.test(c.url) && parsed?.kind === 'Status') {
     assert.equal(parsed.code, res.statusCode, label);
     return;

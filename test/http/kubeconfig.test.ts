@@ -1,4 +1,4 @@
-// POST /api/v1/auth/kubeconfig (CONTRACT §11): a kubeconfig per caller with one new, expiring, revocable
+// POST /api/v1/auth/kubeconfig: a kubeconfig per caller with one new, expiring, revocable
 // key of the caller's, contexts only for clusters the caller has a rule on, never a cluster's credentials.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

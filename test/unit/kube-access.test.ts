@@ -100,7 +100,7 @@ const CASES: Array<[string, string, string, boolean, string]> = [
   ['viewer', 'GET', '/api/v1/namespaces/shop/secrets', false, 'list secrets shop'],
   ['viewer', 'GET', '/api/v1/nodes', true, 'list nodes null'],
   // what the rules cannot express: admin only
-  // The terminal's verbs: granted only by a rule naming them (CONTRACT §12); WebSocket GET and SPDY POST alike.
+  // The terminal's verbs: granted only by a rule naming them; WebSocket GET and SPDY POST alike.
   ['shop-dev', 'POST', '/api/v1/namespaces/shop/pods/p/exec', false, 'do not allow exec on pods'],
   ['shop-dev', 'GET', '/api/v1/namespaces/shop/pods/p/attach', false, 'do not allow attach on pods'],
   ['shop-dev', 'POST', '/api/v1/namespaces/shop/pods/p/portforward', false, 'do not allow portforward on pods'],

@@ -117,7 +117,7 @@ export class ListResourcesQueryDto {
   showManagedFields?: boolean;
 }
 
-/** The query parameters that make a list call a paged query (CONTRACT.md §13). */
+/** The query parameters that make a list call a paged query (docs/LISTS.md). */
 export const PAGE_PARAMS = ['page', 'size', 'sortBy', 'sortOrder', 'search'] as const;
 
 /** The events of one object; `watch=true` streams them like a watch of a list. */

@@ -815,7 +815,9 @@ export const getReadiness = <ThrowOnError extends boolean = false>(options?: Opt
  * Lists objects: the cluster's List object, verbatim.
  *
  * Lists objects: the cluster's List object, verbatim. With `watch=true`, streams the changes
- * instead (one watch on the cluster per collection and selectors, shared by every caller).
+ * instead: each replica watches a collection once, whatever the callers' label selectors (applied
+ * per caller), and shares that watch with every caller and with the collection's paged-list cache; a
+ * field selector goes to the cluster and is watched on its own.
  *
  * Needs a signed-in user or an API key with a role.
  */
