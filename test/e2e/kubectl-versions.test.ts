@@ -389,6 +389,31 @@ describe('kubectl 1.30, 1.33 and 1.35 and helm 3.17 through the service', { skip
     }
   });
 
+  test('exec without a rule naming exec: Forbidden with the service’s reason, audited once per command', async () => {
+    const reader = await createUser(app.t, { role: 'viewer' as never });
+    const file = join(app.dir, 'reader.yaml');
+    await writeFile(file, await app.mint(await login(app.t, reader)));
+    const refusals = async () => {
+      const rows = await request(app.t.app, 'GET', `/api/v1/admin/audit?operation=execPod&size=100`, {
+        token: app.adminToken,
+      });
+      return (rows.body as { events: Array<{ actor: { name: string }; statusCode: number }> }).events.filter(
+        (e) => e.actor.name.includes(reader.username) && e.statusCode === 403,
+      ).length;
+    };
+    for (const [i, { version, dir }] of VERSIONS.entries()) {
+      const before = kubelet.requests.length;
+      const run = await kubectl(dir, file, ['-n', ns, 'exec', 'shell', '--', 'echo', 'x']);
+      assert.equal(run.code, 1, version);
+      assert.match(run.stderr, /Error from server \(Forbidden\): .*do not allow exec on pods/, version);
+      assert.equal(kubelet.requests.length, before, 'nothing reached the kubelet');
+      // The WebSocket attempt is refused before the rules are asked; the SPDY attempt is the one refusal.
+      await waitFor(`the refusal of ${version} in the audit log`, async () => (await refusals()) >= i + 1);
+      await new Promise((resolve) => setTimeout(resolve, 1500)); // rows are written after the answers
+      assert.equal(await refusals(), i + 1, `${version}: one refusal per command`);
+    }
+  });
+
   test('exec -it (a terminal from script(1)): keys echoed, its size, the exit code, as against the cluster', async () => {
     const session = async (dir: string, file: string) => {
       const child = spawn(
