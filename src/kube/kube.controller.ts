@@ -120,7 +120,7 @@ export class KubeController {
     return this.kube.serve(caller, name, request, reply);
   }
 
-  /** Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself). */
+  /** Creates (and answers SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview itself, as JSON or protobuf). */
   @Passthrough('POST', true, 'Creates:')
   @Authenticated({ authorizationOnly: true })
   @Post(PATH)

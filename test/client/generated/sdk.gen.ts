@@ -1718,7 +1718,7 @@ export const patchKubernetesApi = <ThrowOnError extends boolean = false>(options
 });
 
 /**
- * Creates (and answers SelfSubjectAccessReview and SelfSubjectRulesReview itself).
+ * Creates (and answers SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview itself, as JSON or protobuf).
  *
  * Creates: POST on the cluster's Kubernetes API at `path` (`version`, `api`, `apis`, `api/v1/...`, `apis/<group>/<version>/...`, `openapi/v2`): what a kubeconfig from `POST /api/v1/auth/kubeconfig` points kubectl, client-go and @kubernetes/client-node at. Parsed as the apiserver parses it and decided by the service's rules before anything is sent; sent with the cluster's stored credentials (as the caller on an impersonating cluster); the answer streams back unchanged. The service's own refusals and errors are Kubernetes `Status` objects. Query parameters are the Kubernetes API's own and are passed on. Upgrades of `pods/<name>/exec`, `attach` and `portforward` (WebSocket, or SPDY/3.1 as kubectl up to 1.29 sends them) are terminal sessions: granted only by a rule naming the verb, audited, and recorded with `CAS_EXEC_RECORDING=output`. A WebSocket upgrade may send its token as the `base64url.bearer.authorization.k8s.io.` subprotocol instead of `Authorization`. Every answer carries `Content-Security-Policy: sandbox` (nothing a cluster serves runs with the service's origin), and a `proxy` answer (a pod's, service's or node's pages) `Content-Disposition: attachment`.
  *
