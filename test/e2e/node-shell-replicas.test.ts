@@ -37,14 +37,20 @@ describe('node shells when the replica stops: SIGTERM deletes the pod, kill -9 l
 
   /** A service process on the shared database, the cluster registered once, and an admin token. */
   async function start(): Promise<{ service: ServiceProcess; token: string }> {
-    const service = await startServiceProcess({
-      CAS_DATA_DIR: join(dataDir, String(running.length)),
-      DATABASE_URL: `sqlite:${join(dataDir, 'cas.sqlite')}`,
-      CAS_BOOTSTRAP_USERNAME: 'admin',
-      CAS_BOOTSTRAP_PASSWORD: 'admin-password-1',
-      CAS_SHUTDOWN_GRACE_SECONDS: '10',
-      CAS_NODE_SHELL_NAMESPACE: shellNs,
-    });
+    const service = await startServiceProcess(
+      {
+        // One data directory: the replicas share its encryption key, as replicas share CAS_ENCRYPTION_KEY.
+        CAS_DATA_DIR: join(dataDir, 'data'),
+        DATABASE_URL: `sqlite:${join(dataDir, 'cas.sqlite')}`,
+        CAS_BOOTSTRAP_USERNAME: 'admin',
+        CAS_BOOTSTRAP_PASSWORD: 'admin-password-1',
+        CAS_SHUTDOWN_GRACE_SECONDS: '10',
+        CAS_NODE_SHELL_NAMESPACE: shellNs,
+      },
+      undefined,
+      // Two service processes start in this file: on a busy machine loading one takes more than 30 s.
+      { readyTimeoutMs: 90_000 },
+    );
     running.push(service);
     const login = await service.api('POST', '/api/v1/auth/login', {
       body: { username: 'admin', password: 'admin-password-1' },
