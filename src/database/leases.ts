@@ -39,10 +39,11 @@ export class Leases {
     }
   }
 
-  /** Whether some replica holds the lease now (it has not expired). */
-  async isHeld(name: string): Promise<boolean> {
+  /** Until when some replica holds the lease, or null when none does now (expired, given up or never taken). */
+  async heldUntil(name: string): Promise<Date | null> {
     const lease = await this.leases.findOneBy({ name });
-    return lease !== null && lease.holder !== null && lease.expiresAt.getTime() > Date.now();
+    if (lease === null || lease.holder === null || lease.expiresAt.getTime() <= Date.now()) return null;
+    return lease.expiresAt;
   }
 
   /** Deletes leases named `<prefix>…` that expired before `before` (a replica's own leases, left by a replica gone). */

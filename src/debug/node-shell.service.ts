@@ -99,6 +99,7 @@ export class NodeShellService implements NodeShellOpener, OnModuleInit, OnModule
     handleProtocols: (_offered, request) => (request as ChosenRequest)[CHOSEN] ?? false,
   });
   private timers: NodeJS.Timeout[] = [];
+  private followUp?: NodeJS.Timeout;
   private stopping = false;
 
   constructor(
@@ -138,6 +139,7 @@ export class NodeShellService implements NodeShellOpener, OnModuleInit, OnModule
   async onModuleDestroy(): Promise<void> {
     this.stopping = true;
     for (const timer of this.timers) clearInterval(timer);
+    clearTimeout(this.followUp);
     for (const live of [...this.live.values()]) live.abort(503, 'ServiceUnavailable', 'the service is stopping');
     // The pods' deletions were sent as the sessions ended: they finish before the cluster connections close.
     await Promise.race([Promise.allSettled([...this.deleting]), sleep(DELETE_WAIT_MS)]);
@@ -459,12 +461,15 @@ export class NodeShellService implements NodeShellOpener, OnModuleInit, OnModule
     try {
       await this.leases.prune(LEASE_PREFIX, new Date(Date.now() - 3_600_000)).catch(() => undefined);
       const rows = await this.clusters.find({ select: { name: true }, where: { enabled: true } });
-      const held = new Map<string, Promise<boolean>>();
-      const alive = (replica: string) => {
-        if (replica === this.replica) return Promise.resolve(true);
+      const held = new Map<string, Promise<Date | null>>();
+      /** The earliest lease of another replica that kept a pod: a sweep follows as soon as it would lapse. */
+      let soonest = Infinity;
+      const alive = async (replica: string) => {
         let found = held.get(replica);
-        if (!found) held.set(replica, (found = this.leases.isHeld(`${LEASE_PREFIX}${replica}`)));
-        return found;
+        if (!found) held.set(replica, (found = this.leases.heldUntil(`${LEASE_PREFIX}${replica}`)));
+        const until = await found;
+        if (until) soonest = Math.min(soonest, until.getTime());
+        return until !== null;
       };
       const mine = new Set(this.live.keys());
       for (const { name } of rows) {
@@ -492,6 +497,16 @@ export class NodeShellService implements NodeShellOpener, OnModuleInit, OnModule
         } catch (error) {
           this.logger.warn(`sweeping shell pods on cluster '${name}' failed: ${(error as Error).message}`);
         }
+      }
+      // A replica that stopped renewing (killed) has its pods deleted when its lease lapses, not a period later.
+      if (soonest !== Infinity && !this.followUp) {
+        this.followUp = setTimeout(
+          () => {
+            this.followUp = undefined;
+            void this.sweep();
+          },
+          Math.max(0, soonest - Date.now()) + 1_000,
+        ).unref();
       }
     } catch (error) {
       this.logger.warn(`sweeping shell pods failed: ${(error as Error).message}`);

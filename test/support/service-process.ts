@@ -26,7 +26,7 @@ export interface ServiceProcess {
 export async function startServiceProcess(
   env: Record<string, string>,
   port?: number,
-  options: { captureStdout?: boolean; nodeArgs?: string[] } = {},
+  options: { captureStdout?: boolean; nodeArgs?: string[]; readyTimeoutMs?: number } = {},
 ): Promise<ServiceProcess> {
   const listenPort = port ?? (await closedPort());
   const base = `http://127.0.0.1:${listenPort}`;
@@ -57,7 +57,7 @@ export async function startServiceProcess(
       if (child.exitCode !== null) throw new Error(`the service exited with ${child.exitCode} before it was ready`);
       return (await fetch(`${base}/readyz`).catch(() => undefined))?.ok;
     },
-    30_000,
+    options.readyTimeoutMs ?? 30_000,
     200,
   );
   return { child, base, exited, api, stdout: () => stdout };
