@@ -362,6 +362,7 @@ describe('resumable terminal sessions', () => {
     const end = await endRow(requestId);
     assert.match(String(end.reason), /did not resume it within 4 s \(CAS_SESSION_RESUME_SECONDS\)/);
     assert.equal(end.resumed, 0);
+    assert.equal(end.expired, true);
     const late = refusal(await connect(resumeUrl(query, screen), screen, { headers: auth(me.token) }));
     assert.equal(late.status, 410);
     assert.match(late.message, /has ended: the client did not resume it within 4 s/);
