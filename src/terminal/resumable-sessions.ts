@@ -231,6 +231,8 @@ class HeldSession implements SessionKeeper {
   session?: TerminalSession;
   resumed = 0;
   attached = true;
+  /** The window ran out with no client: the end row says so. */
+  expired = false;
   /** The cluster's last error-channel message (a v4 exit status), for a client that comes back after the end. */
   status?: ClientFrame;
   /** Set when the session ended while its client was away: how the client's socket is to be closed. */
@@ -272,7 +274,7 @@ class HeldSession implements SessionKeeper {
     // The cluster ended it (its socket is closing) rather than the service (which closes it after this).
     const byCluster = this.upstream.readyState !== WebSocket.OPEN;
     this.registry.ended(this, end, byCluster);
-    return { resumable: true, resumed: this.resumed };
+    return { resumable: true, resumed: this.resumed, ...(this.expired ? { expired: true } : {}) };
   }
 
   /** The output after `offset` in the session's framing. */
@@ -381,6 +383,7 @@ export class ResumableSessions implements OnModuleDestroy {
     clearTimeout(held.timer);
     const seconds = this.config.exec.resumeMs / 1000;
     held.timer = setTimeout(() => {
+      held.expired = true;
       held.session?.end(
         410,
         'Gone',

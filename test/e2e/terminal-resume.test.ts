@@ -295,6 +295,30 @@ describe('resumable terminal sessions', () => {
     assert.match(screen.status, /exit status 4/);
   });
 
+  test('attach resumes too: the same process, typing goes on', async () => {
+    const me = await person();
+    const query = 'stdin=true&stdout=true';
+    const attach = (q: string) => `${wsBase}/api/v1/pods/${ns}/box/attach?cluster=alpha&${q}`;
+    const attachesBefore = kubelet.requests.filter((r) => r.startsWith('/attach/')).length;
+    const screen = new Screen();
+    const conn = opened(await connect(attach(`${query}&resumable=true`), screen, { headers: auth(me.token) }));
+    conn.send('write note.txt kept-in-the-process\n');
+    conn.send('echo attached\n');
+    await conn.waitFor('attached\n');
+    await cut(conn);
+    const back = opened(
+      await connect(attach(`${query}&resume=${screen.id}&offset=${screen.bytes}`), screen, {
+        headers: auth(me.token),
+      }),
+    );
+    back.send('cat note.txt\n');
+    await back.waitFor('kept-in-the-process\n');
+    back.ws.close(1000);
+    await back.closed;
+    assert.equal(screen.text(), 'attached\nkept-in-the-process\n');
+    assert.equal(kubelet.requests.filter((r) => r.startsWith('/attach/')).length, attachesBefore + 1);
+  });
+
   test('a command that ends while the client is away: its last output and exit status still come', async () => {
     const me = await person();
     const query = 'command=count&command=30&command=20&stdout=true';
@@ -338,6 +362,7 @@ describe('resumable terminal sessions', () => {
     const end = await endRow(requestId);
     assert.match(String(end.reason), /did not resume it within 4 s \(CAS_SESSION_RESUME_SECONDS\)/);
     assert.equal(end.resumed, 0);
+    assert.equal(end.expired, true);
     const late = refusal(await connect(resumeUrl(query, screen), screen, { headers: auth(me.token) }));
     assert.equal(late.status, 410);
     assert.match(late.message, /has ended: the client did not resume it within 4 s/);

@@ -176,6 +176,7 @@ describe('a resumable session between real sockets', () => {
     s.console.terminate();
     await kubeletClosed;
     assert.match(s.ends[0].reason, /did not resume it within 0.3 s \(CAS_SESSION_RESUME_SECONDS\)/);
+    assert.deepEqual(s.facts[0], { resumable: true, resumed: 0, expired: true });
     assert.throws(
       () => s.registry.check({ id: s.id, offset: 6 }, caller(1), target, [PROTOCOL]),
       (e: { getStatus(): number; message: string }) => e.getStatus() === 410 && /did not resume it/.test(e.message),
