@@ -57,7 +57,8 @@ export async function startServiceProcess(
       if (child.exitCode !== null) throw new Error(`the service exited with ${child.exitCode} before it was ready`);
       return (await fetch(`${base}/readyz`).catch(() => undefined))?.ok;
     },
-    options.readyTimeoutMs ?? 30_000,
+    // A start takes ~2 s on a quiet machine; 30 s was exceeded under CI's parallel load (seen: 53 s at load 22).
+    options.readyTimeoutMs ?? 90_000,
     200,
   );
   return { child, base, exited, api, stdout: () => stdout };
