@@ -84,13 +84,7 @@ const kubeRefusal: RefusalBody = (statusCode, message) => kubeStatus(statusCode,
 
 /** CORS for the origins in CORS_ORIGINS: every method the API has, the headers a console sends. */
 export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
-export const CORS_ALLOWED_HEADERS = [
-  'authorization',
-  'content-type',
-  CLUSTER_HEADER,
-  'last-event-id',
-  'x-request-id',
-];
+export const CORS_ALLOWED_HEADERS = ['authorization', 'content-type', CLUSTER_HEADER, 'last-event-id', 'x-request-id'];
 export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
 
 /**
