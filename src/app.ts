@@ -51,8 +51,13 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
     // (a waited delete, a stream). Node checks these every second rather than every 30 s.
     requestTimeout: requestTimeoutMs,
     http: serverOptions,
-    // CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE: the service serves https itself (see common/tls.ts).
-    https: config.tls ? { ...serverOptions, ...httpsOptions(config.tls) } : undefined,
+    // CAS_TLS_CERT_FILE and CAS_TLS_KEY_FILE: the service serves https itself (see common/tls.ts), as HTTP/2
+    // (a browser then opens every live view of a page on one connection instead of six at most) and as
+    // HTTP/1.1 (curl and Go clients without ALPN, and every upgrade: WebSocket and SPDY are HTTP/1.1 only).
+    http2: config.tls ? true : undefined,
+    https: config.tls ? { allowHTTP1: true, ...httpsOptions(config.tls) } : undefined,
+    // An idle HTTP/2 connection is closed as an idle HTTP/1.1 one is.
+    http2SessionTimeout: limits.keepAliveTimeoutSeconds * 1000,
     connectionTimeout: limits.connectionTimeoutSeconds * 1000,
     keepAliveTimeout: limits.keepAliveTimeoutSeconds * 1000,
     requestIdHeader: false,
@@ -82,6 +87,8 @@ export async function createApp(config: AppConfig): Promise<NestFastifyApplicati
   });
   const fastify = app.getHttpAdapter().getInstance();
   if (config.tls) {
+    // Node's HTTP/2 server takes its HTTP/1.1 connections' time-outs as properties, not options.
+    Object.assign(fastify.server, { ...serverOptions, keepAliveTimeout: limits.keepAliveTimeoutSeconds * 1000 });
     const stop = reloadCertificatesOnChange(fastify.server as unknown as TlsServer, config.tls);
     fastify.addHook('onClose', (_instance, done) => (stop(), done()));
   }

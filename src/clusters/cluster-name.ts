@@ -6,7 +6,9 @@ export const CLUSTER_NAME_PATTERN = /^[\x21-\x7e]{1,253}$/;
 /** The cluster a call names in `x-cluster-name` (or `?cluster=` where a header cannot be sent): 400 unless it is one valid name. */
 export function clusterNameOf(value: unknown): string {
   if (value === undefined || value === '') {
-    throw new BadRequestException(['x-cluster-name header is required: name the target cluster (or the query parameter cluster)']);
+    throw new BadRequestException([
+      'x-cluster-name header is required: name the target cluster (or the query parameter cluster)',
+    ]);
   }
   if (typeof value !== 'string' || !CLUSTER_NAME_PATTERN.test(value)) {
     throw new BadRequestException([

@@ -29,7 +29,10 @@ export class RequestDrain {
     // Callback-style hooks: nothing here waits, so no promise per request.
     fastify.addHook('onRequest', (request, reply, next) => {
       if (this.draining) {
-        reply.header('connection', 'close');
+        // HTTP/2 has no `Connection` header: the session is told to take no new streams (GOAWAY) instead.
+        const session = (request.raw as { stream?: { session?: { close(): void } } }).stream?.session;
+        if (session) reply.raw.once('finish', () => session.close());
+        else reply.header('connection', 'close');
         // Answered here: the request goes no further (no next()).
         void reply.code(503).send(errorBody(503, 'the service is shutting down; try again', String(request.id)));
         return;

@@ -25,7 +25,7 @@ import { StreamOwner } from '../streams/stream-owner.js';
 import { TerminalService } from '../terminal/terminal.service.js';
 import { UserEntity } from '../users/user.entity.js';
 import { answeringSockets, rawError } from './raw-error.js';
-import { Server as TlsServer } from 'node:tls';
+import { Server as TlsServer, type TLSSocket } from 'node:tls';
 import { CLUSTER_HEADER, takeClusterFromQuery } from '../clusters/target-cluster.js';
 
 export const API_PREFIX = 'api/v1';
@@ -86,13 +86,7 @@ const kubeRefusal: RefusalBody = (statusCode, message) => kubeStatus(statusCode,
 
 /** CORS for the origins in CORS_ORIGINS: every method the API has, the headers a console sends. */
 export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
-export const CORS_ALLOWED_HEADERS = [
-  'authorization',
-  'content-type',
-  CLUSTER_HEADER,
-  'last-event-id',
-  'x-request-id',
-];
+export const CORS_ALLOWED_HEADERS = ['authorization', 'content-type', CLUSTER_HEADER, 'last-event-id', 'x-request-id'];
 export const CORS_EXPOSED_HEADERS = ['x-request-id', 'warning', 'retry-after'];
 
 /**
@@ -285,6 +279,9 @@ function capConnectionsPerAddress(fastify: FastifyInstance, max: number): void {
       if (left <= 0) open.delete(address);
       else open.set(address, left);
     });
-    if (count > max) rawError(socket, 503, `too many connections from one address (at most ${max})`);
+    if (count <= max) return;
+    // An HTTP/2 connection cannot take an HTTP/1.1 answer; one connection carries all of a client's calls anyway.
+    if ((socket as TLSSocket).alpnProtocol === 'h2') socket.destroy();
+    else rawError(socket, 503, `too many connections from one address (at most ${max})`);
   });
 }

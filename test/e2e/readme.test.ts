@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -268,6 +268,8 @@ describe('the README and docs/ snippets, run as written', () => {
       groups.push(ran.pid);
       assertRan(ran, [snippet], script);
       if (snippet.file === 'docs/LIVE-VIEWS.md') assert.match(ran.stdout, /^cas_build_info\{/m);
+      // The local TLS recipe: the service serves its certificate, over HTTP/2 to curl.
+      if (snippet.file === 'docs/CONFIGURATION.md') assert.match(ran.stdout, /^2$/m);
     }
   });
 
@@ -278,13 +280,23 @@ describe('the README and docs/ snippets, run as written', () => {
       await writeFile(ca, app.caPem);
       const blocks = of('kubectl-through-service');
       assert.equal(blocks.length, 1);
-      const script = `set -euo pipefail\n${blocks[0]!.code}`;
-      const ran = await bash(
-        script,
-        // curl trusts the test CA as a reader's curl trusts a public one; the kubeconfig carries it for kubectl.
-        { ...env, KUBECONFIG: '', CAS_PUBLIC_URL: app.base, TOKEN: app.adminToken, CURL_CA_BUNDLE: ca },
-        app.dir,
-      );
+      // No `set -e` here: the snippet must stop by itself, as it does in a reader's interactive shell.
+      const script = blocks[0]!.code;
+      const run = (extra: NodeJS.ProcessEnv) =>
+        bash(script, { ...env, KUBECONFIG: '', CAS_PUBLIC_URL: app.base, TOKEN: app.adminToken, ...extra }, app.dir);
+      // Without the private CA: curl says why and stops; no cas.yaml (empty or not) is left for kubectl.
+      const untrusted = await run({});
+      assert.notEqual(untrusted.code, 0, untrusted.stdout);
+      assert.match(untrusted.stderr, /certificate/i);
+      assert.doesNotMatch(untrusted.stderr, /localhost:8080|kubectl/);
+      assert.equal(existsSync(join(app.dir, 'cas.yaml')), false, 'no cas.yaml after a failed mint');
+      // A refused token: the service's 401 is said, not written into cas.yaml.
+      const refused = await run({ CAS_PUBLIC_CA_FILE: ca, TOKEN: 'cas_sess_wrong' });
+      assert.notEqual(refused.code, 0);
+      assert.match(refused.stderr, /401/);
+      assert.equal(existsSync(join(app.dir, 'cas.yaml')), false);
+      // With the CA the snippet works; the kubeconfig carries the CA for kubectl.
+      const ran = await run({ CAS_PUBLIC_CA_FILE: ca });
       assertRan(ran, blocks, script);
       assert.match(ran.stdout, new RegExp(`^readme-tls-${process.pid}\\s+Active`, 'm'));
     } finally {

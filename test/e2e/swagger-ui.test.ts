@@ -100,33 +100,37 @@ describe(
       assert.deepEqual(elsewhere, [], 'the browser contacted nothing but the service');
     });
 
-    test('"Try it out" fills in no example: the fields stay empty and the examples are shown as hints', {
-      timeout: 120_000,
-    }, async () => {
-      const page = await browser.newPage();
-      await page.goto(`${base}/api/docs`, { waitUntil: 'load' });
-      const operation = page.locator('#operations-Resources-listResources');
-      await operation.waitFor({ timeout: 30_000 });
-      await operation.locator('.opblock-summary-control').click();
-      await operation.locator('.try-out__btn').click();
-      await operation.locator('.execute').waitFor();
-      const fields = await operation
-        .locator('tr[data-param-name] input')
-        .evaluateAll((inputs) =>
-          inputs.map((input) => [
-            `${input.closest('tr')!.dataset.paramIn}:${input.closest('tr')!.dataset.paramName}`,
-            (input as unknown as { value: string }).value,
-          ]),
-        );
-      const values = Object.fromEntries(fields) as Record<string, string>;
-      for (const name of ['header:x-cluster-name', 'query:cluster', 'query:search', 'query:page', 'path:resource']) {
-        assert.equal(values[name], '', `${name} is not pre-filled (${JSON.stringify(values)})`);
-      }
-      const text = await operation.innerText();
-      assert.match(text, /Example: production/);
-      assert.match(text, /Example: web/);
-      await page.close();
-    });
+    test(
+      '"Try it out" fills in no example: the fields stay empty and the examples are shown as hints',
+      {
+        timeout: 120_000,
+      },
+      async () => {
+        const page = await browser.newPage();
+        await page.goto(`${base}/api/docs`, { waitUntil: 'load' });
+        const operation = page.locator('#operations-Resources-listResources');
+        await operation.waitFor({ timeout: 30_000 });
+        await operation.locator('.opblock-summary-control').click();
+        await operation.locator('.try-out__btn').click();
+        await operation.locator('.execute').waitFor();
+        const fields = await operation
+          .locator('tr[data-param-name] input')
+          .evaluateAll((inputs) =>
+            inputs.map((input) => [
+              `${input.closest('tr')!.dataset.paramIn}:${input.closest('tr')!.dataset.paramName}`,
+              (input as unknown as { value: string }).value,
+            ]),
+          );
+        const values = Object.fromEntries(fields) as Record<string, string>;
+        for (const name of ['header:x-cluster-name', 'query:cluster', 'query:search', 'query:page', 'path:resource']) {
+          assert.equal(values[name], '', `${name} is not pre-filled (${JSON.stringify(values)})`);
+        }
+        const text = await operation.innerText();
+        assert.match(text, /Example: production/);
+        assert.match(text, /Example: web/);
+        await page.close();
+      },
+    );
 
     test('no literal backticks on the page: summaries, tags, and opened operations', { timeout: 120_000 }, async () => {
       const page = await browser.newPage();

@@ -2,6 +2,7 @@
 // bearer token only over https), and serves a renewed certificate without a restart.
 import assert from 'node:assert/strict';
 import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import http2 from 'node:http2';
 import https from 'node:https';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { makeCertificates } from '../harness/certs.js';
+import { drainOf } from '../../src/common/drain.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 
 function get(port: number, path: string, ca: Buffer): Promise<{ status: number; issuer: string }> {
@@ -81,6 +83,88 @@ describe('TLS served by the service', () => {
       await sleep(250);
     }
     assert.equal(issuer, second.cn, 'the new certificate is served');
+  });
+});
+
+/** One GET over HTTP/2 (ALPN h2): status, the protocol the server chose, the body. */
+function h2Get(port: number, path: string, ca: Buffer): Promise<{ status: number; alpn: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, { ca, servername: 'localhost' });
+    session.on('error', reject);
+    const stream = session.request({ ':path': path });
+    let body = '';
+    let status = 0;
+    stream.setEncoding('utf8');
+    stream.on('response', (headers) => (status = Number(headers[':status'])));
+    stream.on('data', (chunk: string) => (body += chunk));
+    stream.on('end', () => {
+      const alpn = String((session.socket as TLSSocket).alpnProtocol);
+      session.close();
+      resolve({ status, alpn, body });
+    });
+    stream.on('error', reject);
+  });
+}
+
+describe('TLS served by the service: HTTP/2 and HTTP/1.1', () => {
+  let dir: string;
+  let t: TestApp;
+  let port: number;
+  let ca: Buffer;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cas-tls-h2-'));
+    const pair = await makeCertificates(dir, 'tls-h2');
+    ca = await readFile(pair.caCert);
+    t = await startTestApp({ env: { CAS_TLS_CERT_FILE: pair.serverCert, CAS_TLS_KEY_FILE: pair.serverKey } });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (t.app.getHttpServer().address() as AddressInfo).port;
+  });
+  after(async () => {
+    await t?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('a client offering h2 gets HTTP/2; one offering only http/1.1 (or nothing) gets HTTP/1.1', async () => {
+    const h2 = await h2Get(port, '/healthz', ca);
+    assert.deepEqual([h2.status, h2.alpn], [200, 'h2']);
+    const many = await Promise.all(Array.from({ length: 20 }, () => h2Get(port, '/api/v1/auth/me', ca)));
+    assert.deepEqual(new Set(many.map((r) => r.status)), new Set([401]));
+    assert.match(many[0].body, /"requestId"/);
+    const h1 = await new Promise<{ status: number; version: string }>((resolve, reject) => {
+      const options = { host: '127.0.0.1', port, path: '/healthz', ca, agent: false, ALPNProtocols: ['http/1.1'] };
+      https
+        .get(options as https.RequestOptions, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, version: res.httpVersion }));
+        })
+        .on('error', reject);
+    });
+    assert.deepEqual(h1, { status: 200, version: '1.1' });
+    assert.equal((await get(port, '/healthz', ca)).status, 200, 'a client without ALPN');
+  });
+
+  test('draining: an HTTP/2 call gets the 503 and its connection a GOAWAY', async () => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, { ca, servername: 'localhost' });
+    const goaway = new Promise<void>((resolve) => session.once('goaway', () => resolve()));
+    try {
+      void drainOf(t.app).drain(1000);
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({ ':path': '/api/v1/auth/me' });
+        let body = '';
+        let status = 0;
+        stream.setEncoding('utf8');
+        stream.on('response', (headers) => (status = Number(headers[':status'])));
+        stream.on('data', (chunk: string) => (body += chunk));
+        stream.on('end', () => resolve({ status, body }));
+        stream.on('error', reject);
+      });
+      assert.equal(answer.status, 503);
+      assert.match(answer.body, /shutting down/);
+      await goaway;
+    } finally {
+      session.destroy();
+    }
   });
 });
 

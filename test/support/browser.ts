@@ -17,13 +17,17 @@ const FLAGS = [
 
 /**
  * Chromium with a fresh profile (`--user-data-dir`), driven by playwright-core. `netLog`: a file for
- * Chromium's own network log (test/support/net-log.ts reads it once the browser has closed).
+ * Chromium's own network log (test/support/net-log.ts reads it once the browser has closed); `args`: more flags.
  */
-export function launchChromium(profile: string, options: { netLog?: string } = {}): Promise<BrowserContext> {
+export function launchChromium(
+  profile: string,
+  options: { netLog?: string; args?: string[] } = {},
+): Promise<BrowserContext> {
+  const netLog = options.netLog ? [`--log-net-log=${options.netLog}`, '--net-log-capture-mode=Default'] : [];
   return chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: options.netLog ? [...FLAGS, `--log-net-log=${options.netLog}`, '--net-log-capture-mode=Default'] : FLAGS,
+    args: [...FLAGS, ...netLog, ...(options.args ?? [])],
     chromiumSandbox: false,
     timeout: 60_000,
   });
