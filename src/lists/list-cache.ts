@@ -261,10 +261,11 @@ export class ListCache implements ReflectorConsumer {
   }> {
     const { cluster } = this.reflector;
     const { path, fieldSelector } = this.reflector.options;
-    const query = new URLSearchParams({ limit: '1' });
-    // The collection as the loop selects it: its count must agree with the cache's.
-    if (fieldSelector) query.set('fieldSelector', fieldSelector);
-    const res = await cluster.send({ method: 'GET', path, query });
+    // A selected collection (the Helm view): the cluster gives no remainingItemCount with a selector, so the
+    // count is that of a list of the objects' metadata (the selected objects only: few next to the whole type).
+    const query = fieldSelector ? new URLSearchParams({ fieldSelector }) : new URLSearchParams({ limit: '1' });
+    const accept = fieldSelector ? 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' : undefined;
+    const res = await cluster.send({ method: 'GET', path, query, accept });
     const body = await cluster.read(res);
     if (res.statusCode !== 200) {
       throw refusalException(this.reflector, { statusCode: res.statusCode, contentType: '', body });

@@ -154,7 +154,8 @@ describe(
       assert.match(changed['Deployment/shop-web'].diff, /-\s+replicas: 2\n\+\s+replicas: 3/);
       assert.match(changed['Secret/shop-secret'].diff, /\*\*\* \(changed\)/);
       assert.equal(diff.body.unchanged, 2);
-      assert.match(diff.body.values, /-replicas: 2\n\+replicas: 3/);
+      assert.match(diff.body.values, /^-replicas: 2$/m);
+      assert.match(diff.body.values, /^\+replicas: 3$/m);
       assert.doesNotMatch(
         diff.text.replace(diff.body.values, ''),
         /s3cret-value/,
