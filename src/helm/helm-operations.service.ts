@@ -32,7 +32,7 @@ import {
 import { HelmAccess } from './helm-access.js';
 import { HelmReleasesService, validateNamespaceName, validateReleaseName } from './helm-releases.service.js';
 import { DIR_MARK, type HelmResult, HelmRunner } from './helm-runner.js';
-import { compareManifests } from './release-diff.js';
+import { compareManifests, maskedManifest } from './release-diff.js';
 import { decodeEntry, type ReleaseEntry } from './release-store.js';
 import { releaseText, type Revision, revisionOf, summaryOf } from './release.js';
 
@@ -207,7 +207,7 @@ export class HelmOperationsService implements OnModuleDestroy {
           description: `Rollback to ${dto.revision}`,
         },
         notes: revision.notes,
-        manifest: revision.manifest,
+        manifest: maskedManifest(revision.manifest),
         changes: await this.changes(caller, client, namespace, revision.manifest),
       };
     }
@@ -222,8 +222,15 @@ export class HelmOperationsService implements OnModuleDestroy {
     return {
       operation: 'rollback',
       dryRun: false,
-      release: latest && summaryOf(latest),
-      notes: latest?.notes ?? '',
+      // What Helm made, as the cache shows it; else (not seen within SETTLE_MS) what Helm makes of a rollback.
+      release: latest
+        ? summaryOf(latest)
+        : {
+            ...summaryOf(revision),
+            revision: revisions[0].stored!.revision + 1,
+            description: `Rollback to ${dto.revision}`,
+          },
+      notes: latest?.notes ?? revision.notes,
       manifest: '',
       changes: [],
     };
@@ -270,7 +277,10 @@ export class HelmOperationsService implements OnModuleDestroy {
     return {
       operation: 'uninstall',
       dryRun: false,
-      release: after && summaryOf(after),
+      // Without its history the release is gone: its last revision, as uninstalled.
+      release: after
+        ? summaryOf(after)
+        : { ...summaryOf(latest), status: 'uninstalled', description: 'Uninstallation complete' },
       notes: '',
       manifest: '',
       changes: [],
@@ -308,7 +318,7 @@ export class HelmOperationsService implements OnModuleDestroy {
         dryRun: true,
         release: summaryOf(revision),
         notes: revision.notes,
-        manifest: revision.manifest,
+        manifest: maskedManifest(revision.manifest),
         changes: await this.changes(caller, client, namespace, revision.manifest),
       };
     }
@@ -331,7 +341,8 @@ export class HelmOperationsService implements OnModuleDestroy {
       kind: r.kind,
       namespace: r.namespace,
       name: r.name,
-      action: r.action,
+      // The dry run applies as the caller's field manager, never Helm's: owners change where nothing else does.
+      action: r.action === 'configured' && r.diff === '' ? 'unchanged' : r.action,
       diff: r.action === 'error' ? String(r.status?.message ?? '') : r.diff,
     }));
   }
@@ -351,8 +362,9 @@ export class HelmOperationsService implements OnModuleDestroy {
   ): Promise<Revision | null> {
     const deadline = Date.now() + SETTLE_MS;
     for (;;) {
-      const cache: ListCache = await this.releases.cache(client);
-      const latest = this.releases.releases(cache).get(`${namespace}/${name}`)?.[0];
+      // Helm has done it: a cache still catching up only delays the answer (up to SETTLE_MS), never fails it.
+      const cache: ListCache | null = await this.releases.cache(client).catch(() => null);
+      const latest = cache && this.releases.releases(cache).get(`${namespace}/${name}`)?.[0];
       if (latest && latest.stored!.revision >= revision && (!status || latest.stored!.status === status)) {
         return decodeEntry(latest);
       }
@@ -364,8 +376,8 @@ export class HelmOperationsService implements OnModuleDestroy {
   private async gone(client: ClusterClient, namespace: string, name: string): Promise<void> {
     const deadline = Date.now() + SETTLE_MS;
     while (Date.now() < deadline) {
-      const cache = await this.releases.cache(client);
-      if (!this.releases.releases(cache).has(`${namespace}/${name}`)) return;
+      const cache = await this.releases.cache(client).catch(() => null);
+      if (cache && !this.releases.releases(cache).has(`${namespace}/${name}`)) return;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }

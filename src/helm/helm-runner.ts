@@ -12,7 +12,9 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
+import { createServer, request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
@@ -51,8 +53,8 @@ class TooMany extends HttpException {
 /**
  * Runs the real Helm CLI for a caller: no shell, its own folder as HOME (and Helm's cache, config and data homes),
  * an environment of its own (PATH only), and a kubeconfig that points at this replica's own Kubernetes API path
- * (`/api/v1/clusters/<name>/k8s`) with an API key of the caller made for this one operation (its roles, expiring
- * with the time-out, deleted afterwards). So every object Helm reads or writes is authorized by the caller's rules,
+ * (`/api/v1/clusters/<name>/k8s`, through a relay of this operation: see `relay`) with an API key of the caller
+ * made for this one operation (its roles, expiring with the time-out, deleted afterwards). So every object Helm reads or writes is authorized by the caller's rules,
  * impersonated on impersonating clusters and audited as the person. Bounded: CAS_HELM_MAX_PROCESSES at once per
  * replica and CAS_HELM_MAX_PROCESSES_PER_USER per user (429 beyond), CAS_HELM_TIMEOUT_SECONDS each (killed: 504).
  */
@@ -102,6 +104,7 @@ export class HelmRunner {
     this.running++;
     this.perUser.set(user, (this.perUser.get(user) ?? 0) + 1);
     let keyId: number | undefined;
+    let relay: { close: () => Promise<void> } | undefined;
     const dir = await mkdtemp(join(tmpdir(), 'cas-helm-op-'));
     try {
       if (caller.userId === null) throw new ForbiddenException('a Helm operation needs a user to act as');
@@ -115,7 +118,9 @@ export class HelmRunner {
         caller,
       );
       keyId = key.id;
-      await writeFile(join(dir, 'kubeconfig'), this.kubeconfig(job.cluster, key.key), { mode: 0o600 });
+      const opened = await this.relay(job.cluster, key.key);
+      relay = opened;
+      await writeFile(join(dir, 'kubeconfig'), opened.kubeconfig, { mode: 0o600 });
       for (const [name, content] of Object.entries(job.files ?? {})) {
         await mkdir(dirname(join(dir, name)), { recursive: true });
         await writeFile(join(dir, name), content, { mode: 0o600 });
@@ -132,6 +137,7 @@ export class HelmRunner {
         timeoutSeconds * 1000,
       );
     } finally {
+      await relay?.close();
       this.running--;
       const left = (this.perUser.get(user) ?? 1) - 1;
       if (left > 0) this.perUser.set(user, left);
@@ -150,30 +156,77 @@ export class HelmRunner {
     return this.running;
   }
 
-  /** This replica's own Kubernetes API path for the cluster, as the child reaches it (loopback). */
-  private kubeconfig(cluster: string, token: string): string {
+  /** This replica's own listener, as a child on this machine reaches it. */
+  private ownAddress(): { host: string; port: number } {
     const address = this.adapterHost.httpAdapter?.getHttpServer()?.address() as AddressInfo | string | null;
     if (!address || typeof address === 'string') {
       throw new ServiceUnavailableException('Helm needs the service to listen on a TCP port to reach it');
     }
     const wildcard = address.address === '0.0.0.0' || address.address === '::';
-    const host = wildcard ? '127.0.0.1' : address.family === 'IPv6' ? `[${address.address}]` : address.address;
-    const scheme = this.config.tls ? 'https' : 'http';
-    const server = `${scheme}://${host}:${address.port}/api/v1/clusters/${encodeURIComponent(cluster)}/k8s`;
-    return stringify({
+    return { host: wildcard ? '127.0.0.1' : address.address, port: address.port };
+  }
+
+  /**
+   * A relay on loopback, for this one operation, between Helm and this replica's Kubernetes API path: client-go
+   * sends a kubeconfig's credentials only over TLS, and the service's own certificate (if it serves TLS at all)
+   * is not for a loopback address. So Helm talks plain HTTP to the relay, under a path of 32 random bytes that
+   * only its kubeconfig holds, and the relay adds the caller's key and passes each request on. Anything else is
+   * a 404.
+   */
+  private async relay(cluster: string, token: string): Promise<{ kubeconfig: string; close: () => Promise<void> }> {
+    const target = this.ownAddress();
+    const secret = `/${randomBytes(32).toString('hex')}`;
+    const tls = this.config.tls !== undefined;
+    const sockets = new Set<Socket>();
+    const server = createServer((req, res) => {
+      const url = req.url ?? '';
+      if (!url.startsWith(`${secret}/`)) {
+        res.writeHead(404).end();
+        return;
+      }
+      const headers = { ...req.headers, authorization: `Bearer ${token}`, host: `${target.host}:${target.port}` };
+      const options = {
+        host: target.host,
+        port: target.port,
+        method: req.method,
+        path: url.slice(secret.length),
+        headers,
+      };
+      // Our own listener on this machine: its certificate names the public host, not this address.
+      const upstream = tls ? httpsRequest({ ...options, rejectUnauthorized: false }) : httpRequest(options);
+      upstream.on('response', (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      upstream.on('error', () => res.destroy());
+      res.on('close', () => upstream.destroy());
+      req.pipe(upstream);
+    });
+    server.on('connection', (socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const kubeconfig = stringify({
       apiVersion: 'v1',
       kind: 'Config',
       clusters: [
         {
           name: 'cas',
-          // The service's own certificate is for its public name, not for the loopback address its child uses.
-          cluster: { server, ...(this.config.tls ? { 'insecure-skip-tls-verify': true } : {}) },
+          cluster: { server: `http://127.0.0.1:${port}${secret}/api/v1/clusters/${encodeURIComponent(cluster)}/k8s` },
         },
       ],
-      users: [{ name: 'caller', user: { token } }],
+      users: [{ name: 'caller', user: {} }],
       contexts: [{ name: 'cas', context: { cluster: 'cas', user: 'caller' } }],
       'current-context': 'cas',
     });
+    const close = () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      });
+    return { kubeconfig, close };
   }
 
   /** Runs the binary without a shell: its output bounded, killed after `timeoutMs` (504). */

@@ -2,8 +2,8 @@
 // per object a unified diff as apply shows it (Secret values hidden), and a diff of the user-supplied values.
 // Large manifests are compared on a worker thread.
 import { createTwoFilesPatch } from 'diff';
-import { parseAllDocuments, stringify } from 'yaml';
-import { unifiedDiff } from '../apply/apply-diff.js';
+import { parseAllDocuments, parseDocument, stringify } from 'yaml';
+import { redactSecret, unifiedDiff } from '../apply/apply-diff.js';
 import { serveTask, WorkerTasks } from '../common/worker-task.js';
 
 type Obj = Record<string, any>;
@@ -129,3 +129,25 @@ export function diffManifests(input: DiffInput): Promise<ManifestDiff> {
 }
 
 serveTask<DiffInput, ManifestDiff>('helm-diff', compareManifests);
+
+/**
+ * A rendered manifest with each Secret's values shown as `***`, as apply shows them: the documents of Secrets
+ * written again (their `# Source:` line kept), every other document as rendered.
+ */
+export function maskedManifest(manifest: string): string {
+  return manifest
+    .split(/^(?=---[ \t]*$)/m)
+    .map((doc) => {
+      if (!/^kind:[ \t]*["']?Secret["']?[ \t]*$/m.test(doc)) return doc;
+      const source = /^# Source: .*$/m.exec(doc)?.[0];
+      let value: unknown;
+      try {
+        value = parseDocument(doc.replace(/^---[ \t]*$/m, '')).toJS({ maxAliasCount: 100 });
+      } catch {
+        return `---\n${source ? `${source}\n` : ''}# (a Secret that is not YAML: not shown)\n`;
+      }
+      if (!isObject(value)) return doc;
+      return `---\n${source ? `${source}\n` : ''}${stringify(redactSecret(value, true), { lineWidth: 0 })}`;
+    })
+    .join('');
+}

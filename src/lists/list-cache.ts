@@ -240,7 +240,7 @@ export class ListCache implements ReflectorConsumer {
     const target = revision(probe.resourceVersion) ?? 0n;
     const agrees = () => {
       if ((revision(this.rv) ?? 0n) >= target) return true;
-      if (this.entries.size !== probe.count) return false;
+      if (probe.count !== undefined && this.entries.size !== probe.count) return false;
       if (!probe.first) return true;
       return this.entries.get(key(probe.first.namespace, probe.first.name))?.resourceVersion === probe.first.rv;
     };
@@ -256,13 +256,12 @@ export class ListCache implements ReflectorConsumer {
 
   private async probe(): Promise<{
     resourceVersion: string;
-    count: number;
+    count: number | undefined;
     first?: { namespace: string; name: string; rv: string };
   }> {
     const { cluster } = this.reflector;
     const { path, fieldSelector } = this.reflector.options;
     const query = new URLSearchParams({ limit: '1' });
-    // The collection as the loop selects it: its count must agree with the cache's.
     if (fieldSelector) query.set('fieldSelector', fieldSelector);
     const res = await cluster.send({ method: 'GET', path, query });
     const body = await cluster.read(res);
@@ -273,7 +272,11 @@ export class ListCache implements ReflectorConsumer {
     const item = list?.items?.[0];
     return {
       resourceVersion: String(list?.metadata?.resourceVersion ?? ''),
-      count: (list?.items?.length ?? 0) + Number(list?.metadata?.remainingItemCount ?? 0),
+      // With a selector (the Helm view) the cluster counts nothing beyond the page: only the first object is compared.
+      count:
+        list?.metadata?.continue && list?.metadata?.remainingItemCount === undefined
+          ? undefined
+          : (list?.items?.length ?? 0) + Number(list?.metadata?.remainingItemCount ?? 0),
       first: item && {
         namespace: item.metadata?.namespace ?? '',
         name: item.metadata?.name,

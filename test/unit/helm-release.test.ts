@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
 import { describe, test } from 'node:test';
 import { computedValues, manifestObjects, releaseText, revisionOf, storedRevision } from '../../src/helm/release.js';
-import { compareManifests } from '../../src/helm/release-diff.js';
+import { compareManifests, maskedManifest } from '../../src/helm/release-diff.js';
 
 /** A Secret as Helm's storage driver writes it. */
 function storageSecret(release: object, labels: Record<string, string> = {}) {
@@ -135,5 +135,16 @@ describe('Helm storage', () => {
     assert.match(diff.objects[0].diff, /\*\*\* \(changed\)/);
     assert.match(diff.values, /-r: 2\n\+r: 3/);
     assert.equal(diff.unchanged, 0);
+  });
+
+  test('a rendered manifest shows no Secret value', () => {
+    const masked = maskedManifest(MANIFEST);
+    assert.doesNotMatch(masked, /hunter22/);
+    assert.match(masked, /# Source: web\/templates\/secret.yaml\n/);
+    assert.match(masked, /password: "\*\*\*"/);
+    assert.ok(
+      masked.endsWith(MANIFEST.slice(MANIFEST.indexOf('---\n# Source: web/templates/deployment.yaml'))),
+      'other documents as rendered',
+    );
   });
 });

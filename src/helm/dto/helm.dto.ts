@@ -408,13 +408,16 @@ export class HelmOperationDto {
   operation: 'install' | 'upgrade' | 'rollback' | 'uninstall';
   @ApiProperty({ example: false })
   dryRun: boolean;
-  /** The revision made (or, in a dry run, the one that would be); null when uninstalled without history. */
-  @ApiProperty({ type: HelmReleaseSummaryDto, nullable: true })
-  release: HelmReleaseSummaryDto | null;
+  /**
+   * The revision made (in a dry run, the one that would be); after an uninstall, the last revision as
+   * `uninstalled` (kept in Helm's storage only with `keepHistory`).
+   */
+  @ApiProperty({ type: HelmReleaseSummaryDto })
+  release: HelmReleaseSummaryDto;
   /** The rendered notes. */
   @ApiProperty({ example: 'Visit http://web.shop/' })
   notes: string;
-  /** Dry run: the rendered manifest ('' otherwise). */
+  /** Dry run: the rendered manifest, a Secret's values shown as `***` ('' otherwise). */
   @ApiProperty({ example: '' })
   manifest: string;
   /** Dry run: each object against the live one (server-side dry run, as apply shows it). */

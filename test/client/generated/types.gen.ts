@@ -954,15 +954,16 @@ export type HelmOperationDto = {
     operation: 'install' | 'upgrade' | 'rollback' | 'uninstall';
     dryRun: boolean;
     /**
-     * The revision made (or, in a dry run, the one that would be); null when uninstalled without history.
+     * The revision made (in a dry run, the one that would be); after an uninstall, the last revision as
+     * `uninstalled` (kept in Helm's storage only with `keepHistory`).
      */
-    release: HelmReleaseSummaryDto | null;
+    release: HelmReleaseSummaryDto;
     /**
      * The rendered notes.
      */
     notes: string;
     /**
-     * Dry run: the rendered manifest ('' otherwise).
+     * Dry run: the rendered manifest, a Secret's values shown as `***` ('' otherwise).
      */
     manifest: string;
     /**
