@@ -1,3 +1,4 @@
+import { ApiTargetCluster } from '../clusters/target-cluster.js';
 import { BadRequestException, Body, Controller, Get, Headers, Param, Post, Req } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiParam, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
@@ -27,12 +28,7 @@ export class DebugController {
    */
   @Authenticated()
   @Post('pods/:namespace/:name/debug')
-  @ApiHeader({
-    name: 'x-cluster-name',
-    required: true,
-    description: 'Name of the target cluster',
-    schema: { type: 'string', minLength: 1, maxLength: 253 },
-  })
+  @ApiTargetCluster()
   @ApiParam({ name: 'namespace', type: String, example: 'default' })
   @ApiParam({ name: 'name', type: String, description: 'The pod', example: 'web-0' })
   @ApiCreatedResponse({ type: DebugContainerDto, description: 'The debug container runs' })

@@ -1,3 +1,4 @@
+import { ApiTargetCluster } from '../clusters/target-cluster.js';
 import {
   applyDecorators,
   BadRequestException,
@@ -13,16 +14,7 @@ import {
   Query,
   Req,
 } from '@nestjs/common';
-import {
-  ApiBody,
-  ApiConsumes,
-  ApiExtraModels,
-  ApiHeader,
-  ApiOkResponse,
-  ApiParam,
-  ApiTags,
-  getSchemaPath,
-} from '@nestjs/swagger';
+import { ApiBody, ApiConsumes, ApiExtraModels, ApiOkResponse, ApiParam, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import { noteAudit } from '../common/audit-facts.js';
 import { Auth, Authenticated } from '../auth/auth.decorators.js';
@@ -85,12 +77,7 @@ const nameOf = (body: unknown, query: { name?: unknown }) =>
 /** The header and path parameters of the Helm release routes. */
 export const HelmParams = (withName: boolean, allNamespaces = false) =>
   applyDecorators(
-    ApiHeader({
-      name: 'x-cluster-name',
-      required: true,
-      description: 'Name of the target cluster',
-      schema: { type: 'string', minLength: 1, maxLength: 253 },
-    }),
+    ApiTargetCluster(),
     ApiParam({
       name: 'namespace',
       type: String,

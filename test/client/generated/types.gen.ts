@@ -4901,11 +4901,11 @@ export type ApplyResourcesResponse = ApplyResourcesResponses[keyof ApplyResource
 
 export type ListHelmReleasesData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -4938,6 +4938,10 @@ export type ListHelmReleasesData = {
          * Only releases whose latest revision has this status.
          */
         status?: 'unknown' | 'deployed' | 'uninstalled' | 'superseded' | 'failed' | 'uninstalling' | 'pending-install' | 'pending-upgrade' | 'pending-rollback';
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/helm/releases/{namespace}';
 };
@@ -4996,11 +5000,11 @@ export type InstallHelmReleaseData = {
      * JSON, or a chart archive (`helm package`'s .tgz, at most 10 MiB: 413 beyond) as `application/gzip` with `name`, `values`, `dryRun` (and `reuseValues`) in the query.
      */
     body?: InstallHelmReleaseDto | Blob | File;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5025,6 +5029,10 @@ export type InstallHelmReleaseData = {
          * Upgrade with an archive: `true` keeps the release's last values, merged with `values`.
          */
         reuseValues?: boolean;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/helm/releases/{namespace}';
 };
@@ -5096,11 +5104,11 @@ export type InstallHelmReleaseResponse = InstallHelmReleaseResponses[keyof Insta
 
 export type UninstallHelmReleaseData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5121,6 +5129,10 @@ export type UninstallHelmReleaseData = {
          * `true`: list what would be removed; nothing changes.
          */
         dryRun?: boolean;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/helm/releases/{namespace}/{name}';
 };
@@ -5192,11 +5204,11 @@ export type UninstallHelmReleaseResponse = UninstallHelmReleaseResponses[keyof U
 
 export type GetHelmReleaseData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5208,7 +5220,12 @@ export type GetHelmReleaseData = {
          */
         name: string;
     };
-    query?: never;
+    query?: {
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
+    };
     url: '/api/v1/helm/releases/{namespace}/{name}';
 };
 
@@ -5266,11 +5283,11 @@ export type UpgradeHelmReleaseData = {
      * JSON, or a chart archive (`helm package`'s .tgz, at most 10 MiB: 413 beyond) as `application/gzip` with `name`, `values`, `dryRun` (and `reuseValues`) in the query.
      */
     body?: UpgradeHelmReleaseDto | Blob | File;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5299,6 +5316,10 @@ export type UpgradeHelmReleaseData = {
          * Upgrade with an archive: `true` keeps the release's last values, merged with `values`.
          */
         reuseValues?: boolean;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/helm/releases/{namespace}/{name}';
 };
@@ -5370,11 +5391,11 @@ export type UpgradeHelmReleaseResponse = UpgradeHelmReleaseResponses[keyof Upgra
 
 export type GetHelmReleaseRevisionData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5387,7 +5408,12 @@ export type GetHelmReleaseRevisionData = {
         name: string;
         revision: number;
     };
-    query?: never;
+    query?: {
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
+    };
     url: '/api/v1/helm/releases/{namespace}/{name}/revisions/{revision}';
 };
 
@@ -5442,11 +5468,11 @@ export type GetHelmReleaseRevisionResponse = GetHelmReleaseRevisionResponses[key
 
 export type ListHelmReleaseHistoryData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5458,7 +5484,12 @@ export type ListHelmReleaseHistoryData = {
          */
         name: string;
     };
-    query?: never;
+    query?: {
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
+    };
     url: '/api/v1/helm/releases/{namespace}/{name}/history';
 };
 
@@ -5513,11 +5544,11 @@ export type ListHelmReleaseHistoryResponse = ListHelmReleaseHistoryResponses[key
 
 export type DiffHelmReleaseData = {
     body?: never;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5538,6 +5569,10 @@ export type DiffHelmReleaseData = {
          * The later revision (default: the latest). Example: `2`
          */
         to?: number;
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
     };
     url: '/api/v1/helm/releases/{namespace}/{name}/diff';
 };
@@ -5593,11 +5628,11 @@ export type DiffHelmReleaseResponse = DiffHelmReleaseResponses[keyof DiffHelmRel
 
 export type RollbackHelmReleaseData = {
     body: RollbackHelmReleaseDto;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5609,7 +5644,12 @@ export type RollbackHelmReleaseData = {
          */
         name: string;
     };
-    query?: never;
+    query?: {
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
+    };
     url: '/api/v1/helm/releases/{namespace}/{name}/rollback';
 };
 
@@ -5680,11 +5720,11 @@ export type RollbackHelmReleaseResponse = RollbackHelmReleaseResponses[keyof Rol
 
 export type DebugPodData = {
     body: DebugPodDto;
-    headers: {
+    headers?: {
         /**
-         * Name of the target cluster. Example: `production`
+         * Name of the target cluster (required unless the query parameter `cluster` names it). Example: `production`
          */
-        'x-cluster-name': string;
+        'x-cluster-name'?: string;
     };
     path: {
         /**
@@ -5696,7 +5736,12 @@ export type DebugPodData = {
          */
         name: string;
     };
-    query?: never;
+    query?: {
+        /**
+         * Name of the target cluster, for clients that cannot send `x-cluster-name` (`EventSource`, WebSocket); the header wins when both are sent
+         */
+        cluster?: string;
+    };
     url: '/api/v1/pods/{namespace}/{name}/debug';
 };
 
