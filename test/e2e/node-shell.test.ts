@@ -196,13 +196,17 @@ describe('node shells: a privileged pod on the node for the session, and nothing
     assert.ok(!noProtocol.ok);
     assert.equal(noProtocol.status, 400);
     assert.equal((await shellPods()).length, count, 'no pod was created');
-    const audit = await request(app.t.app, 'GET', '/api/v1/admin/audit', {
-      token: app.admin,
-      query: { operation: 'nodeShell', size: '100' },
-    });
-    assert.ok(
-      (audit.body.events as any[]).some((e) => e.statusCode === 403),
-      'the refusal is audited',
+    // Audit rows are written in batches a moment after the answer: ask until the refusal's row is stored.
+    await waitFor(
+      'the refusal to be audited',
+      async () => {
+        const audit = await request(app.t.app, 'GET', '/api/v1/admin/audit', {
+          token: app.admin,
+          query: { operation: 'nodeShell', size: '100' },
+        });
+        return (audit.body.events as any[]).some((e) => e.statusCode === 403);
+      },
+      10_000,
     );
   });
 
