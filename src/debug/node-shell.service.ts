@@ -151,10 +151,10 @@ export class NodeShellService implements NodeShellOpener, OnModuleInit, OnModule
     const namespace = this.namespace;
     if (!namespace)
       throw new NotFoundException('node shells are off on this service (CAS_NODE_SHELL_NAMESPACE is not set)');
-    const match = [o.url.pathname, nodeShellNodeOf(o.url.pathname)!];
     let node: string;
     try {
-      node = decodeURIComponent(match[1]);
+      // The terminal handed over only a node-shell path, so the segment is there.
+      node = decodeURIComponent(nodeShellNodeOf(o.url.pathname)!);
     } catch {
       throw new BadRequestException(['the node name is not validly percent-encoded']);
     }

@@ -33,6 +33,7 @@ import {
   RollbackHelmReleaseDto,
   UninstallHelmReleaseQueryDto,
   UpgradeHelmReleaseDto,
+  MAX_REVISION,
 } from './dto/helm.dto.js';
 import { HelmOperationsService } from './helm-operations.service.js';
 import { HelmReleasesService } from './helm-releases.service.js';
@@ -89,7 +90,7 @@ export const HelmParams = (withName: boolean, allNamespaces = false) =>
 
 /** A revision in a path: a positive integer. */
 export function parseRevision(value: string): number {
-  if (!/^[1-9]\d{0,9}$/.test(value) || Number(value) > 2_147_483_647) {
+  if (!/^[1-9]\d{0,9}$/.test(value) || Number(value) > MAX_REVISION) {
     throw new BadRequestException([`revision must be a positive integer, got '${value.slice(0, 40)}'`]);
   }
   return Number(value);
@@ -145,7 +146,7 @@ export class HelmController {
   @Authenticated()
   @Get(':namespace/:name/revisions/:revision')
   @HelmParams(true)
-  @ApiParam({ name: 'revision', schema: { type: 'integer', minimum: 1, maximum: 2_147_483_647 }, example: 2 })
+  @ApiParam({ name: 'revision', schema: { type: 'integer', minimum: 1, maximum: MAX_REVISION }, example: 2 })
   @ApiOkResponse({ type: HelmReleaseDto })
   @ApiErrors(400, 403, 404, 409, 502, 504)
   getHelmReleaseRevision(

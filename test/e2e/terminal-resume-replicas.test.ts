@@ -16,6 +16,7 @@ import { createPostgresDatabase, onPostgres } from '../support/app.js';
 import { kubeconfigFor } from '../support/clusters.js';
 import { closedPort } from '../support/kubeconfigs.js';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.js';
+import { podOnNode } from '../support/kube.js';
 
 /** A console's state across its sockets: the session id and the bytes of output counted. */
 interface Screen {
@@ -111,17 +112,7 @@ describe('resumable terminal sessions on two replicas', () => {
     otherToken = await login('other', 'other-password-1');
     await kubeRequest(cp, 'POST', '/api/v1/namespaces', { metadata: { name: ns } });
     kubelet = await startKubelet(cp, nodeName);
-    const created = await kubeRequest(cp, 'POST', `/api/v1/namespaces/${ns}/pods`, {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name: 'box', namespace: ns },
-      spec: {
-        nodeName,
-        automountServiceAccountToken: false,
-        containers: [{ name: 'app', image: 'example.invalid/never-pulled' }],
-      },
-    });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
+    await podOnNode(cp, ns, 'box', nodeName);
   });
 
   after(async () => {

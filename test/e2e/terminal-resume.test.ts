@@ -12,6 +12,7 @@ import * as kubeletStreams from '../harness/kubelet-streams.js';
 import { startClusterApp, type ClusterApp } from '../support/cluster-app.js';
 import { createUser, login } from '../support/factories.js';
 import { request } from '../support/http.js';
+import { podOnNode } from '../support/kube.js';
 
 /** What a console keeps across its connections: the session id, the output (channels 1 and 2) and its count. */
 class Screen {
@@ -196,17 +197,7 @@ describe('resumable terminal sessions', () => {
     });
     wsBase = app.base.replace(/^http/, 'ws');
     kubelet = await startKubelet(app.cp, nodeName);
-    const created = await kubeRequest(app.cp, 'POST', `/api/v1/namespaces/${ns}/pods`, {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name: 'box', namespace: ns },
-      spec: {
-        nodeName,
-        automountServiceAccountToken: false,
-        containers: [{ name: 'app', image: 'example.invalid/never-pulled' }],
-      },
-    });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
+    await podOnNode(app.cp, ns, 'box', nodeName);
     const role = await request(app.t.app, 'POST', '/api/v1/admin/roles', {
       token: app.admin,
       body: {

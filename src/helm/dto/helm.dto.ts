@@ -1,8 +1,23 @@
+import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import { QueryBoolean } from '../../resources/dto/resource-query.dto.js';
 import { PageSize } from '../../common/page-size.js';
+
+/** Helm numbers revisions from 1 in an int32. */
+export const MAX_REVISION = 2_147_483_647;
+
+/** An optional revision in a query (a string on the wire, a number once validated). */
+const OptionalRevision = (example: number) =>
+  applyDecorators(
+    ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: MAX_REVISION, example }),
+    IsOptional(),
+    Type(() => Number),
+    IsInt(),
+    Min(1),
+    Max(MAX_REVISION),
+  );
 
 export const HELM_SORT_KEYS = ['name', 'namespace', 'updated', 'status', 'chart'] as const;
 export type HelmSortKey = (typeof HELM_SORT_KEYS)[number];
@@ -61,21 +76,11 @@ export class ListHelmReleasesQueryDto {
 
 export class HelmDiffQueryDto {
   /** The earlier revision (default: the one before `to`). */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 2_147_483_647, example: 1 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(2_147_483_647)
+  @OptionalRevision(1)
   from?: number;
 
   /** The later revision (default: the latest). */
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 2_147_483_647, example: 2 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(2_147_483_647)
+  @OptionalRevision(2)
   to?: number;
 }
 
@@ -352,10 +357,10 @@ export class UpgradeHelmReleaseDto {
 
 export class RollbackHelmReleaseDto {
   /** The revision to roll back to. */
-  @ApiProperty({ type: 'integer', minimum: 1, maximum: 2_147_483_647, example: 1 })
+  @ApiProperty({ type: 'integer', minimum: 1, maximum: MAX_REVISION, example: 1 })
   @IsInt()
   @Min(1)
-  @Max(2_147_483_647)
+  @Max(MAX_REVISION)
   revision: number;
 
   @ApiPropertyOptional({ example: false })
